@@ -1,0 +1,155 @@
+"""The one exception tree of tapelog.
+
+Every error a user can see is a subclass of :class:`TapelogError` and carries a
+whole sentence that names what went wrong and, where there is one, the fix::
+
+    TapelogError
+    ├── FrozenError (also TypeError)        mutation of logged / derived data
+    ├── JsonValueError (also ValueError)    data that is not lossless JSON
+    ├── LogError                            an event or log that breaks the format
+    │   ├── EventError                      bad envelope or payload
+    │   ├── SurfaceError                    illegal surface operation
+    │   ├── HeaderError                     bad request header or delta
+    │   └── ReentrantAppendError            append while an append is published
+    ├── ForkError                           fork at an illegal boundary
+    ├── StoreError                          storage problems
+    │   ├── SessionNotFoundError
+    │   ├── SessionExistsError
+    │   ├── SessionLockedError              a second writer on one session
+    │   ├── FormatVersionError              another format version on disk
+    │   ├── CorruptLogError                 damaged stored data (names the line)
+    │   └── InvalidSessionIdError
+    ├── ReconstructionError                 a request the log cannot explain
+    ├── ProviderError                       a provider answered with an error
+    │   └── ContextOverflowError            the request is too long for the model
+    └── ToolError                           a tool could not run
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ContextOverflowError",
+    "CorruptLogError",
+    "EventError",
+    "ForkError",
+    "FormatVersionError",
+    "FrozenError",
+    "HeaderError",
+    "InvalidSessionIdError",
+    "JsonValueError",
+    "LogError",
+    "ProviderError",
+    "ReconstructionError",
+    "ReentrantAppendError",
+    "SessionExistsError",
+    "SessionLockedError",
+    "SessionNotFoundError",
+    "StoreError",
+    "SurfaceError",
+    "TapelogError",
+    "ToolError",
+]
+
+
+class TapelogError(Exception):
+    """Base class of every error tapelog raises on purpose."""
+
+
+class FrozenError(TapelogError, TypeError):
+    """Logged events and derived messages are immutable; copy with ``thaw()``."""
+
+
+class JsonValueError(TapelogError, ValueError):
+    """A value is not lossless JSON (NaN, a non-string key, a cycle, ...)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class LogError(TapelogError):
+    """An event or a sequence of events breaks the log format."""
+
+
+class EventError(LogError):
+    """An event's envelope or payload is invalid."""
+
+
+class SurfaceError(LogError):
+    """A surface operation (append / replace) is illegal."""
+
+
+class HeaderError(LogError):
+    """A request header or header delta is invalid."""
+
+
+class ReentrantAppendError(LogError):
+    """An append was attempted while another append was being published."""
+
+
+class ForkError(TapelogError):
+    """A fork was requested at a boundary that cannot be forked."""
+
+
+class StoreError(TapelogError):
+    """Something went wrong reading or writing stored sessions."""
+
+
+class SessionNotFoundError(StoreError):
+    """No stored session has the given id."""
+
+
+class SessionExistsError(StoreError):
+    """A session with that id is already stored."""
+
+
+class SessionLockedError(StoreError):
+    """Another writer holds the session."""
+
+
+class FormatVersionError(StoreError):
+    """The stored session uses a format version this code does not read."""
+
+
+class CorruptLogError(StoreError):
+    """Stored data is damaged; ``line`` (1-based) says where, when known."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(message)
+
+
+class InvalidSessionIdError(StoreError, ValueError):
+    """A session id that cannot name a stored session safely."""
+
+
+class ReconstructionError(TapelogError):
+    """A request about to be sent differs from what the log rebuilds."""
+
+
+class ProviderError(TapelogError):
+    """A provider answered with an error (never carries the API key)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str | None = None,
+        request_id: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.request_id = request_id
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ContextOverflowError(ProviderError):
+    """The provider rejected the request because it exceeds the context window."""
+
+
+class ToolError(TapelogError):
+    """A tool could not be defined or run."""

@@ -1,0 +1,133 @@
+"""Provider-neutral request, stream chunk and usage types.
+
+The loop builds an :class:`LlmRequest` from the log (prefix + message snapshot
++ header), deep-frozen; a wire format turns it into body bytes (a pure
+function), and a provider client streams the response back as neutral chunks.
+Chunks are plain frozen JSON objects because they are logged verbatim as the
+``chunk`` of ``assistant/chunk`` events (docs/format.md lists the kinds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tapelog.log import EpochHeader, FrozenDict, FrozenList, freeze
+
+__all__ = [
+    "AbortHandle",
+    "LlmRequest",
+    "ProviderClient",
+    "WireFormat",
+    "normalise_usage",
+    "usage_prompt_tokens",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmRequest:
+    """One model request, frozen. Mutating it raises.
+
+    ``messages`` is the full message list sent: the header's prefix messages
+    first, then the projected history. ``node_seqs`` names, for each history
+    message, the event seq it was projected from (prefix messages have none),
+    which lets wire formats cache each message's bytes per surface node.
+    ``one_shot`` marks calls the invariant checker must skip (the compaction
+    summary); ``session_id`` and ``boundary_seq`` (the ``step/start`` seq) tie a
+    loop request to the log position it was rebuilt from.
+    """
+
+    header: EpochHeader
+    messages: FrozenList
+    node_seqs: tuple[int | None, ...] = ()
+    session_id: str | None = None
+    boundary_seq: int | None = None
+    one_shot: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", freeze(list(self.messages), path="messages"))
+        object.__setattr__(self, "node_seqs", tuple(self.node_seqs))
+
+    @property
+    def config(self) -> Any:
+        return self.header.config
+
+
+class AbortHandle:
+    """A live abort signal that stays usable while the request is frozen."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason: str | None = None
+
+    def abort(self, reason: str = "aborted") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    @property
+    def aborted(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+class WireFormat(Protocol):
+    """A pure serializer: request -> exact HTTP body bytes (same request, same bytes)."""
+
+    name: str
+
+    def encode_body(self, request: LlmRequest) -> bytes: ...
+
+
+class ProviderClient(Protocol):
+    """Sends a request and yields neutral chunks (see docs/format.md, "Chunks").
+
+    The last chunk is always ``{"kind": "finish", "reason": ...}``; usage
+    arrives as ``{"kind": "usage", ...}`` when the provider reports it. HTTP and
+    protocol failures raise :class:`tapelog.ProviderError` (``retryable`` set for
+    429, 5xx and connection errors).
+    """
+
+    provider: str
+    wire: WireFormat
+
+    def stream(self, request: LlmRequest, *, abort: AbortHandle) -> AsyncIterator[FrozenDict]: ...
+
+
+_USAGE_KEYS = ("input", "cache_read", "cache_write", "output", "reasoning")
+
+
+def normalise_usage(
+    *,
+    input: int = 0,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    output: int = 0,
+    reasoning: int = 0,
+    raw: Mapping[str, Any] | None = None,
+) -> FrozenDict:
+    """Disjoint token counts: ``input`` is uncached, uncreated prompt tokens.
+
+    Prompt total = input + cache_read + cache_write. ``raw`` keeps the
+    provider's own usage object for audit.
+    """
+    out: dict[str, Any] = {
+        "input": int(input),
+        "cache_read": int(cache_read),
+        "cache_write": int(cache_write),
+        "output": int(output),
+        "reasoning": int(reasoning),
+    }
+    if raw is not None:
+        out["raw"] = raw
+    return freeze(out)
+
+
+def usage_prompt_tokens(usage: Mapping[str, Any]) -> int:
+    """Total prompt tokens of a normalised usage object."""
+    return int(usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0))
+

@@ -1,0 +1,54 @@
+"""The session log: events, surface, projection, request header and canonical JSON."""
+
+from tapelog.log._canonical import decode, digest, encode, encode_str
+from tapelog.log._events import (
+    EVENT_TYPES,
+    SESSION_FORMAT_VERSION,
+    SURFACE_TYPES,
+    Event,
+    event_from_json,
+)
+from tapelog.log._freeze import FrozenDict, FrozenList, JsonValue, freeze, thaw
+from tapelog.log._header import (
+    EpochHeader,
+    LlmCallConfig,
+    apply_header_delta,
+    canonical_header,
+    diff_header,
+    fold_request_header,
+    header_from_json,
+)
+from tapelog.log._projection import derive_event_message, fold_messages
+from tapelog.log._recorder import HeaderRecorder
+from tapelog.log._session import Session, SessionInfo, new_session_id, open_turn_at
+
+__all__ = [
+    "EVENT_TYPES",
+    "SESSION_FORMAT_VERSION",
+    "SURFACE_TYPES",
+    "EpochHeader",
+    "Event",
+    "FrozenDict",
+    "FrozenList",
+    "HeaderRecorder",
+    "JsonValue",
+    "LlmCallConfig",
+    "Session",
+    "SessionInfo",
+    "apply_header_delta",
+    "canonical_header",
+    "decode",
+    "derive_event_message",
+    "diff_header",
+    "digest",
+    "encode",
+    "encode_str",
+    "event_from_json",
+    "fold_messages",
+    "fold_request_header",
+    "freeze",
+    "header_from_json",
+    "new_session_id",
+    "open_turn_at",
+    "thaw",
+]

@@ -1,0 +1,48 @@
+"""The one canonical JSON encoder and decoder of tapelog.
+
+Logs, wire bodies and digests all go through these functions, so the same value
+always becomes the same bytes: compact separators, UTF-8 (no ``\\u`` escapes for
+non-ASCII), key order preserved as written (tool schemas must keep the user's key
+order: a provider caches rendered tokens, and key order is part of them).
+
+orjson does the work. It would write NaN as ``null``; callers never reach it
+with such a value because everything logged is validated by ``freeze`` first,
+and :func:`encode` validates values that are not frozen yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from tapelog._errors import JsonValueError
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+
+__all__ = ["decode", "digest", "encode", "encode_str"]
+
+
+def encode(value: Any, *, path: str = "value") -> bytes:
+    """Encode ``value`` as canonical JSON bytes, refusing anything lossy."""
+    if type(value) is not FrozenDict and type(value) is not FrozenList:
+        value = freeze(value, path=path)
+    return orjson.dumps(value)
+
+
+def encode_str(value: Any, *, path: str = "value") -> str:
+    """:func:`encode`, as text."""
+    return encode(value, path=path).decode("utf-8")
+
+
+def decode(data: bytes | bytearray | memoryview | str, *, path: str = "value") -> Any:
+    """Decode JSON text strictly (NaN, Infinity and invalid UTF-8 are errors)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise JsonValueError(path, f"not valid JSON ({exc})") from None
+
+
+def digest(value: Any) -> str:
+    """SHA-256 of the canonical encoding, as ``sha256:<hex>``."""
+    return "sha256:" + hashlib.sha256(encode(value)).hexdigest()

@@ -1,0 +1,346 @@
+"""Events: the envelope, the vocabulary and payload validation.
+
+An event is a frozen record. Its JSON form has the keys ``seq``, ``time``,
+``type``, ``data`` and, on surface events only, ``surface_op`` and optionally
+``source_seqs`` -- in that order, because the log's bytes are part of what an
+auditor checks. The payload rules here are the minimum each type must carry;
+docs/format.md is the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tapelog._errors import EventError
+from tapelog.log._canonical import encode
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+
+__all__ = [
+    "EVENT_TYPES",
+    "SESSION_FORMAT_VERSION",
+    "SURFACE_TYPES",
+    "Event",
+    "check_blocks",
+    "check_payload",
+    "event_from_json",
+]
+
+SESSION_FORMAT_VERSION: Final = 0
+
+SURFACE_TYPES: Final = frozenset(
+    {"user/message", "context/message", "assistant/message", "tool/result"}
+)
+
+EVENT_TYPES: Final = frozenset(
+    {
+        "turn/start",
+        "turn/end",
+        "step/start",
+        "step/end",
+        "user/message",
+        "context/message",
+        "assistant/chunk",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "request/header",
+        "request/header-delta",
+        "compact/start",
+        "compact/summary",
+        "compact/end",
+        "session/end-seed",
+    }
+)
+
+HEADER_REASONS: Final = ("initial", "resume", "fallback")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One logged event. Build events with ``Session.append``, not by hand."""
+
+    seq: int
+    time: int
+    type: str
+    data: FrozenDict
+    surface_op: str | FrozenDict | None = None
+    source_seqs: FrozenList | None = None
+
+    @property
+    def is_surface(self) -> bool:
+        return self.surface_op is not None
+
+    def to_json(self) -> FrozenDict:
+        """The envelope as an ordered JSON object (the exact on-disk form)."""
+        out: dict[str, Any] = {
+            "seq": self.seq,
+            "time": self.time,
+            "type": self.type,
+            "data": self.data,
+        }
+        if self.surface_op is not None:
+            out["surface_op"] = self.surface_op
+            if self.source_seqs is not None:
+                out["source_seqs"] = self.source_seqs
+        return FrozenDict(out)
+
+    def encode(self) -> bytes:
+        """Canonical JSON bytes of the envelope (one log line, without newline)."""
+        return encode(self.to_json())
+
+
+_ENVELOPE_KEYS: Final = ("seq", "time", "type", "data", "surface_op", "source_seqs")
+
+
+def event_from_json(obj: Any, *, where: str = "event") -> Event:
+    """Build an :class:`Event` from its JSON form, checking the envelope shape.
+
+    This checks what an event is on its own (keys, key order, types, known
+    type); whether it fits its log (seq contiguity, legal replaces) is checked
+    by ``Session`` when the event is replayed.
+    """
+    if not isinstance(obj, Mapping):
+        raise EventError(f"{where}: an event must be a JSON object, got {type(obj).__name__}")
+    keys = list(obj.keys())
+    unknown = [k for k in keys if k not in _ENVELOPE_KEYS]
+    if unknown:
+        raise EventError(f"{where}: unknown envelope key {unknown[0]!r}")
+    expected = [k for k in _ENVELOPE_KEYS if k in obj]
+    if keys != expected:
+        raise EventError(f"{where}: envelope keys must be in the order {', '.join(expected)}")
+    for key in ("seq", "time", "type", "data"):
+        if key not in obj:
+            raise EventError(f"{where}: envelope is missing {key!r}")
+    seq, time, etype, data = obj["seq"], obj["time"], obj["type"], obj["data"]
+    if type(seq) is not int or seq < 0:
+        raise EventError(f"{where}: seq must be a non-negative integer, got {seq!r}")
+    if type(time) is not int:
+        raise EventError(f"{where}: time must be an integer (epoch ms), got {time!r}")
+    if not isinstance(etype, str) or etype not in EVENT_TYPES:
+        raise EventError(
+            f"{where}: unknown event type {etype!r}; this version of tapelog reads "
+            f"format version {SESSION_FORMAT_VERSION} types only"
+        )
+    if not isinstance(data, Mapping):
+        raise EventError(f"{where}: data must be a JSON object")
+    surface_op = obj.get("surface_op")
+    source_seqs = obj.get("source_seqs")
+    return Event(
+        seq=seq,
+        time=time,
+        type=etype,
+        data=freeze(data, path="data"),
+        surface_op=None if surface_op is None else freeze(surface_op, path="surface_op"),
+        source_seqs=None if source_seqs is None else freeze(source_seqs, path="source_seqs"),
+    )
+
+
+# --- payload rules -----------------------------------------------------------
+
+
+def _fail(etype: str, message: str) -> EventError:
+    return EventError(f"{etype}: {message}")
+
+
+def _need(etype: str, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in data:
+        raise _fail(etype, f"data.{key} is required")
+    value = data[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if kind is int or int in kinds:
+        ok = isinstance(value, kinds) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kinds)
+    if not ok:
+        names = " or ".join(_KIND_NAMES.get(k, k.__name__) for k in kinds)
+        raise _fail(etype, f"data.{key} must be {names}, got {_json_type(value)}")
+    return value
+
+
+_KIND_NAMES: Final[dict[type, str]] = {
+    int: "an integer",
+    str: "a string",
+    bool: "a boolean",
+    dict: "an object",
+    list: "a list",
+}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _check_source(etype: str, data: Mapping[str, Any]) -> None:
+    source = _need(etype, data, "source", dict)
+    if not isinstance(source.get("kind"), str) or not source["kind"]:
+        raise _fail(etype, "data.source.kind must be a non-empty string")
+
+
+_BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]] = {
+    "text": (("text", str),),
+    "reasoning": (("text", str),),
+    "tool_call": (("id", str), ("name", str), ("arguments", str)),
+    "tool_result": (("tool_call_id", str), ("content", (str, list)), ("is_error", bool)),
+    "image": (("media_type", str),),
+}
+
+
+def check_blocks(content: Any, where: str) -> None:
+    """Check a list of content blocks (see docs/format.md, "Content blocks")."""
+    if not isinstance(content, list):
+        raise EventError(f"{where} must be a list of content blocks, got {_json_type(content)}")
+    for i, block in enumerate(content):
+        at = f"{where}[{i}]"
+        if not isinstance(block, dict):
+            raise EventError(f"{at} must be an object, got {_json_type(block)}")
+        btype = block.get("type")
+        fields = _BLOCK_FIELDS.get(btype) if isinstance(btype, str) else None
+        if fields is None:
+            raise EventError(
+                f"{at}.type must be one of {', '.join(sorted(_BLOCK_FIELDS))}, got {btype!r}"
+            )
+        for key, kind in fields:
+            if key not in block:
+                raise EventError(f"{at}.{key} is required in a {btype} block")
+            if not isinstance(block[key], kind):
+                raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
+        if btype == "reasoning":
+            for key in ("signature", "data"):
+                if key in block and not isinstance(block[key], str):
+                    raise EventError(f"{at}.{key} must be a string")
+        elif btype == "tool_result" and isinstance(block["content"], list):
+            check_blocks(block["content"], f"{at}.content")
+        elif btype == "image" and not isinstance(block.get("data", block.get("url")), str):
+            raise EventError(f"{at} needs a base64 'data' string or a 'url' string")
+
+
+def _turn(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "turn", int)
+
+
+def _turn_end(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "turn", int)
+    reason = _need(etype, data, "reason", dict)
+    if not isinstance(reason.get("kind"), str) or not reason["kind"]:
+        raise _fail(etype, "data.reason.kind must be a non-empty string")
+
+
+def _step(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "turn", int)
+    _need(etype, data, "step", int)
+
+
+def _message(etype: str, data: Mapping[str, Any]) -> None:
+    check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
+    _check_source(etype, data)
+
+
+def _chunk(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    chunk = _need(etype, data, "chunk", dict)
+    if not isinstance(chunk.get("kind"), str):
+        raise _fail(etype, "data.chunk.kind must be a string")
+
+
+def _assistant(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
+    source = _need(etype, data, "source", dict)
+    for key in ("provider", "model"):
+        if not isinstance(source.get(key), str):
+            raise _fail(etype, f"data.source.{key} must be a string")
+    if "usage" in data and not isinstance(data["usage"], dict):
+        raise _fail(etype, "data.usage must be an object")
+    if "interrupted" in data and not isinstance(data["interrupted"], bool):
+        raise _fail(etype, "data.interrupted must be a boolean")
+
+
+def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    _need(etype, data, "call_id", str)
+    _need(etype, data, "name", str)
+    _need(etype, data, "arguments", str)
+
+
+def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    _need(etype, data, "call_id", str)
+    content = _need(etype, data, "content", (str, list))
+    if isinstance(content, list):
+        check_blocks(content, f"{etype}: data.content")
+    _need(etype, data, "is_error", bool)
+    if "error" in data and not isinstance(data["error"], (str, dict)):
+        raise _fail(etype, "data.error must be a string or an object")
+
+
+def _header(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "header", dict)
+    reason = _need(etype, data, "reason", str)
+    if reason not in HEADER_REASONS:
+        raise _fail(etype, f"data.reason must be one of {', '.join(HEADER_REASONS)}, got {reason!r}")
+
+
+_DELTA_KEYS: Final = ("system", "tools", "config", "prefix")
+
+
+def _header_delta(etype: str, data: Mapping[str, Any]) -> None:
+    keys = [k for k in data if k in _DELTA_KEYS]
+    if not keys:
+        raise _fail(etype, "a delta needs at least one of system, tools, config, prefix")
+    extra = [k for k in data if k not in _DELTA_KEYS]
+    if extra:
+        raise _fail(etype, f"unknown delta field {extra[0]!r}")
+
+
+def _summary(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "provider", str)
+    _need(etype, data, "model", str)
+    _need(etype, data, "max_tokens", int)
+
+
+def _anything(etype: str, data: Mapping[str, Any]) -> None:
+    return None
+
+
+_RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
+    "turn/start": _turn,
+    "turn/end": _turn_end,
+    "step/start": _step,
+    "step/end": _step,
+    "user/message": _message,
+    "context/message": _message,
+    "assistant/chunk": _chunk,
+    "assistant/message": _assistant,
+    "tool/call": _tool_call,
+    "tool/result": _tool_result,
+    "request/header": _header,
+    "request/header-delta": _header_delta,
+    "compact/start": _anything,
+    "compact/summary": _summary,
+    "compact/end": _anything,
+    "session/end-seed": _anything,
+}
+
+
+def check_payload(etype: str, data: Mapping[str, Any]) -> None:
+    """Raise :class:`EventError` unless ``data`` carries what ``etype`` requires."""
+    rule = _RULES.get(etype)
+    if rule is None:
+        raise EventError(
+            f"unknown event type {etype!r}; known types: {', '.join(sorted(EVENT_TYPES))}"
+        )
+    rule(etype, data)

@@ -1,0 +1,224 @@
+"""Deep freezing with lossless-JSON validation in one walk.
+
+Logged data and derived messages are shared between the log, the projection
+cache, requests and the audit path, so they must not be mutable: a mutation
+through any of them would silently rewrite history. ``freeze`` copies a JSON
+value into :class:`FrozenDict` / :class:`FrozenList` (subclasses of ``dict`` and
+``list``, so ``==``, ``isinstance`` and orjson keep working without a copy) and
+validates that the value is lossless JSON on the way: no NaN or infinities, only
+string keys, only JSON types, no cycles, ints within 64 bits, valid UTF-8.
+
+The path of an offending value (``data.content[2].text``) is built only when an
+error unwinds, so the happy path pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, NoReturn, SupportsIndex, TypeAlias
+
+from tapelog._errors import FrozenError, JsonValueError
+
+__all__ = ["FrozenDict", "FrozenList", "JsonValue", "freeze", "thaw"]
+
+JsonValue: TypeAlias = Any
+"""A lossless JSON value: None, bool, int, float, str, list or str-keyed dict."""
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise FrozenError(
+        f"{type(self).__name__} is frozen: logged data cannot be changed; "
+        "use tapelog.thaw() for a mutable copy"
+    )
+
+
+class FrozenDict(dict[str, Any]):
+    """An immutable, deeply frozen ``dict`` of JSON values."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        dict.__init__(self, {k: freeze(v, _key=k) for k, v in dict(*args, **kwargs).items()})
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    __ior__ = _refuse  # type: ignore[assignment]
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse
+    setdefault = _refuse
+    update = _refuse
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+class FrozenList(list[Any]):
+    """An immutable, deeply frozen ``list`` of JSON values."""
+
+    __slots__ = ()
+
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        list.__init__(self, [freeze(v, _key=i) for i, v in enumerate(items)])
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    __iadd__ = _refuse  # type: ignore[assignment]
+    __imul__ = _refuse  # type: ignore[assignment]
+    append = _refuse
+    extend = _refuse
+    insert = _refuse
+    pop = _refuse
+    remove = _refuse
+    clear = _refuse
+    sort = _refuse
+    reverse = _refuse
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"FrozenList({list.__repr__(self)})"
+
+
+def _new_dict(items: dict[str, Any]) -> FrozenDict:
+    obj = dict.__new__(FrozenDict)
+    dict.__init__(obj, items)
+    return obj
+
+
+def _new_list(items: list[Any]) -> FrozenList:
+    obj = list.__new__(FrozenList)
+    list.__init__(obj, items)
+    return obj
+
+
+class _Bad(Exception):
+    """Internal: carries a problem up the recursion, collecting the path."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        self.parts: list[str] = []
+
+
+def _walk(value: Any) -> Any:
+    # Exact-type checks first: they are the overwhelmingly common case.
+    t = type(value)
+    if t is str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _Bad("string is not valid UTF-8 (lone surrogate)") from None
+        return value
+    if t is FrozenDict or t is FrozenList or value is None or t is bool:
+        return value
+    if t is int:
+        if value < _INT_MIN or value > _INT_MAX:
+            raise _Bad(f"integer {value} does not fit in 64 bits")
+        return value
+    if t is float:
+        if not math.isfinite(value):
+            raise _Bad(f"{value!r} is not valid JSON (NaN and infinities are refused)")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _Bad(f"key {k!r} is a {type(k).__name__}; JSON keys must be strings")
+            try:
+                out[k] = _walk(v)
+            except _Bad as bad:
+                bad.parts.append(f".{k}")
+                raise
+        return _new_dict(out)
+    if isinstance(value, (list, tuple)):
+        items: list[Any] = []
+        for i, v in enumerate(value):
+            try:
+                items.append(_walk(v))
+            except _Bad as bad:
+                bad.parts.append(f"[{i}]")
+                raise
+        return _new_list(items)
+    if isinstance(value, str):
+        return _walk(str(value))
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return _walk(int(value))
+    if isinstance(value, float):
+        return _walk(float(value))
+    raise _Bad(f"{type(value).__name__} is not a JSON type")
+
+
+def _find_cycle(value: Any, active: set[int], path: str) -> str | None:
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[str, Any]] = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    if id(value) in active:
+        return path
+    active.add(id(value))
+    for sub, v in items:
+        found = _find_cycle(v, active, sub)
+        if found is not None:
+            return found
+    active.discard(id(value))
+    return None
+
+
+def freeze(value: Any, *, path: str = "value", _key: str | SupportsIndex | None = None) -> Any:
+    """Return a deeply frozen copy of ``value``, refusing anything not lossless JSON.
+
+    ``path`` names the value in error messages, e.g. ``data`` gives errors like
+    ``data.content[2].text: nan is not valid JSON``. Already-frozen containers
+    are returned as they are (they were validated when made).
+    """
+    try:
+        return _walk(value)
+    except _Bad as bad:
+        if _key is not None:
+            bad.parts.append(f".{_key}" if isinstance(_key, str) else f"[{_key}]")
+        raise JsonValueError(path + "".join(reversed(bad.parts)), bad.problem) from None
+    except RecursionError:
+        cycle = _find_cycle(value, set(), path)
+        if cycle is not None:
+            raise JsonValueError(cycle, "value contains itself (a cycle)") from None
+        raise JsonValueError(path, "value is nested too deeply") from None
+
+
+def thaw(value: Any) -> Any:
+    """Return a plain mutable deep copy (dicts and lists) of a frozen JSON value."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value

@@ -1,0 +1,382 @@
+"""The request header (EpochHeader) and its pure codecs.
+
+The header is the non-history part of a request: the call config, the rendered
+system prompt, the tool schemas in send order and the request-only prefix
+messages. It is logged as a full snapshot (``request/header``) or as a delta
+(``request/header-delta``) against the folded header before it:
+
+* ``system`` -- a common-prefix/suffix *line* trim: ``keep_start`` lines from
+  the start and ``keep_end`` from the end of the old prompt survive, ``insert``
+  lines go between them;
+* ``tools`` -- ``remove`` (names), ``change`` (whole schemas, same name, same
+  place) and ``add`` (schemas merged into name order: each goes before the first
+  tool whose name sorts after it);
+* ``config`` and ``prefix`` -- replaced whole.
+
+A delta is only an optimisation: the writer checks that it round-trips and
+writes a ``fallback`` snapshot when it does not (a pure tool reorder is the
+classic case). Canonical form: empty is the same as absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tapelog._errors import HeaderError
+from tapelog.log._canonical import encode
+from tapelog.log._events import Event
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+
+__all__ = [
+    "EpochHeader",
+    "LlmCallConfig",
+    "apply_header_delta",
+    "canonical_header",
+    "diff_header",
+    "fold_request_header",
+    "header_from_json",
+]
+
+_SCALARS: Final = (
+    ("max_tokens", int),
+    ("temperature", (int, float)),
+    ("top_p", (int, float)),
+    ("seed", int),
+    ("reasoning_effort", str),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmCallConfig:
+    """Everything about a model call that is not messages, system or tools.
+
+    All of it is logged. ``extras`` holds provider-specific body fields (for
+    example ``{"thinking": {"type": "enabled"}}`` for DeepSeek); they are sent
+    as given, after the standard fields.
+    """
+
+    provider: str
+    model: str
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    reasoning_effort: str | None = None
+    extras: Mapping[str, Any] = field(default_factory=FrozenDict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.provider, str) or not self.provider:
+            raise HeaderError("config.provider must be a non-empty string")
+        if not isinstance(self.model, str) or not self.model:
+            raise HeaderError("config.model must be a non-empty string")
+        object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "extras", freeze(self.extras, path="config.extras"))
+
+    def to_json(self) -> FrozenDict:
+        """Canonical JSON form: unset fields are absent."""
+        out: dict[str, Any] = {"provider": self.provider, "model": self.model}
+        for name, _ in _SCALARS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.stop:
+            out["stop"] = list(self.stop)
+        if self.extras:
+            out["extras"] = self.extras
+        return freeze(out)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> LlmCallConfig:
+        if not isinstance(obj, Mapping):
+            raise HeaderError("header.config must be an object")
+        known = {"provider", "model", "stop", "extras", *(n for n, _ in _SCALARS)}
+        unknown = [k for k in obj if k not in known]
+        if unknown:
+            raise HeaderError(f"header.config has an unknown field {unknown[0]!r}")
+        kwargs: dict[str, Any] = {}
+        for name, kind in _SCALARS:
+            value = obj.get(name)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, kind):
+                    raise HeaderError(f"header.config.{name} has the wrong type")
+                kwargs[name] = value
+        stop = obj.get("stop", ())
+        if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+            raise HeaderError("header.config.stop must be a list of strings")
+        extras = obj.get("extras", {})
+        if not isinstance(extras, Mapping):
+            raise HeaderError("header.config.extras must be an object")
+        return cls(
+            provider=obj.get("provider"),  # type: ignore[arg-type]
+            model=obj.get("model"),  # type: ignore[arg-type]
+            stop=tuple(stop),
+            extras=extras,
+            **kwargs,
+        )
+
+    def replace(self, **changes: Any) -> LlmCallConfig:
+        """A copy with some fields changed."""
+        data = {
+            "provider": self.provider,
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "stop": self.stop,
+            "reasoning_effort": self.reasoning_effort,
+            "extras": self.extras,
+        }
+        data.update(changes)
+        return LlmCallConfig(**data)
+
+
+def _check_tools(tools: Sequence[Any]) -> FrozenList:
+    frozen = freeze(list(tools), path="header.tools")
+    seen: set[str] = set()
+    for i, tool in enumerate(frozen):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
+            raise HeaderError(f"header.tools[{i}] must be an object with a non-empty 'name'")
+        if tool["name"] in seen:
+            raise HeaderError(f"header.tools has two tools named {tool['name']!r}")
+        seen.add(tool["name"])
+    return frozen
+
+
+def _check_prefix(prefix: Sequence[Any]) -> FrozenList:
+    frozen = freeze(list(prefix), path="header.prefix")
+    for i, message in enumerate(frozen):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise HeaderError(f"header.prefix[{i}] must be a message with role user or assistant")
+        if not isinstance(message.get("content"), list):
+            raise HeaderError(f"header.prefix[{i}].content must be a list of blocks")
+    return frozen
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochHeader:
+    """The non-history part of a request, in canonical form (empty == absent)."""
+
+    config: LlmCallConfig
+    system: str | None = None
+    tools: Sequence[Mapping[str, Any]] = ()
+    prefix: Sequence[Mapping[str, Any]] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, LlmCallConfig):
+            raise HeaderError("header.config must be an LlmCallConfig")
+        if self.system is not None and not isinstance(self.system, str):
+            raise HeaderError("header.system must be a string")
+        object.__setattr__(self, "system", self.system or None)
+        object.__setattr__(self, "tools", _check_tools(self.tools))
+        object.__setattr__(self, "prefix", _check_prefix(self.prefix))
+
+    def to_json(self) -> FrozenDict:
+        """Canonical JSON form: keys config, system, tools, prefix; empty ones absent."""
+        out: dict[str, Any] = {"config": self.config.to_json()}
+        if self.system:
+            out["system"] = self.system
+        if self.tools:
+            out["tools"] = self.tools
+        if self.prefix:
+            out["prefix"] = self.prefix
+        return freeze(out)
+
+    def tool_names(self) -> list[str]:
+        return [t["name"] for t in self.tools]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EpochHeader):
+            return NotImplemented
+        return encode(self.to_json()) == encode(other.to_json())
+
+    def __hash__(self) -> int:
+        return hash(encode(self.to_json()))
+
+
+def header_from_json(obj: Any) -> EpochHeader:
+    """Parse a header's JSON form (as logged in ``request/header``)."""
+    if not isinstance(obj, Mapping):
+        raise HeaderError("header must be an object")
+    unknown = [k for k in obj if k not in ("config", "system", "tools", "prefix")]
+    if unknown:
+        raise HeaderError(f"header has an unknown field {unknown[0]!r}")
+    if "config" not in obj:
+        raise HeaderError("header.config is required")
+    system = obj.get("system")
+    if system is not None and not isinstance(system, str):
+        raise HeaderError("header.system must be a string")
+    tools = obj.get("tools", ())
+    prefix = obj.get("prefix", ())
+    if not isinstance(tools, (list, tuple)):
+        raise HeaderError("header.tools must be a list")
+    if not isinstance(prefix, (list, tuple)):
+        raise HeaderError("header.prefix must be a list")
+    return EpochHeader(
+        config=LlmCallConfig.from_json(obj["config"]), system=system, tools=tools, prefix=prefix
+    )
+
+
+def canonical_header(header: EpochHeader | Mapping[str, Any]) -> FrozenDict:
+    """The canonical JSON form of a header (an EpochHeader or its JSON)."""
+    if isinstance(header, EpochHeader):
+        return header.to_json()
+    return header_from_json(header).to_json()
+
+
+def _lines(text: str | None) -> list[str]:
+    return text.split("\n") if text else []
+
+
+def _system_delta(old: str | None, new: str | None) -> dict[str, Any] | None:
+    if (old or None) == (new or None):
+        return None
+    a, b = _lines(old), _lines(new)
+    start = 0
+    limit = min(len(a), len(b))
+    while start < limit and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < limit - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
+        end += 1
+    return {"keep_start": start, "keep_end": end, "insert": b[start : len(b) - end]}
+
+
+def _tools_delta(
+    old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    if encode(list(old)) == encode(list(new)):
+        return None
+    old_by_name = {t["name"]: t for t in old}
+    new_names = {t["name"] for t in new}
+    delta: dict[str, Any] = {}
+    add = [t for t in new if t["name"] not in old_by_name]
+    remove = [t["name"] for t in old if t["name"] not in new_names]
+    change = [
+        t
+        for t in new
+        if t["name"] in old_by_name and encode(t) != encode(old_by_name[t["name"]])
+    ]
+    if add:
+        delta["add"] = add
+    if remove:
+        delta["remove"] = remove
+    if change:
+        delta["change"] = change
+    return delta
+
+
+def diff_header(prev: EpochHeader, next: EpochHeader) -> FrozenDict | None:
+    """The delta from ``prev`` to ``next``, or ``None`` when they are equal.
+
+    The delta may not round-trip (a pure tool reorder cannot be expressed);
+    writers check ``apply_header_delta(prev, delta) == next`` and fall back to
+    a snapshot otherwise.
+    """
+    delta: dict[str, Any] = {}
+    system = _system_delta(prev.system, next.system)
+    if system is not None:
+        delta["system"] = system
+    tools = _tools_delta(prev.tools, next.tools)
+    if tools is not None:
+        delta["tools"] = tools
+    if encode(prev.config.to_json()) != encode(next.config.to_json()):
+        delta["config"] = next.config.to_json()
+    if encode(list(prev.prefix)) != encode(list(next.prefix)):
+        delta["prefix"] = list(next.prefix)
+    return freeze(delta) if delta else None
+
+
+def _apply_system(old: str | None, delta: Any) -> str | None:
+    if not isinstance(delta, Mapping):
+        raise HeaderError("delta.system must be an object")
+    keep_start, keep_end, insert = delta.get("keep_start"), delta.get("keep_end"), delta.get("insert")
+    if (
+        type(keep_start) is not int
+        or type(keep_end) is not int
+        or keep_start < 0
+        or keep_end < 0
+        or not isinstance(insert, list)
+        or not all(isinstance(line, str) for line in insert)
+    ):
+        raise HeaderError(
+            "delta.system needs integer keep_start, keep_end >= 0 and a list of insert lines"
+        )
+    lines = _lines(old)
+    if keep_start + keep_end > len(lines):
+        raise HeaderError(
+            f"delta.system keeps {keep_start}+{keep_end} lines of a {len(lines)}-line prompt"
+        )
+    new = lines[:keep_start] + list(insert) + lines[len(lines) - keep_end :]
+    return "\n".join(new) or None
+
+
+def _apply_tools(old: Sequence[Mapping[str, Any]], delta: Any) -> list[Any]:
+    if not isinstance(delta, Mapping):
+        raise HeaderError("delta.tools must be an object")
+    unknown = [k for k in delta if k not in ("add", "remove", "change")]
+    if unknown:
+        raise HeaderError(f"delta.tools has an unknown field {unknown[0]!r}")
+    tools = list(old)
+    names = [t["name"] for t in tools]
+    for name in delta.get("remove", ()):
+        if name not in names:
+            raise HeaderError(f"delta.tools removes {name!r}, which the header does not have")
+        i = names.index(name)
+        del tools[i], names[i]
+    for tool in delta.get("change", ()):
+        name = tool.get("name") if isinstance(tool, Mapping) else None
+        if name not in names:
+            raise HeaderError(f"delta.tools changes {name!r}, which the header does not have")
+        tools[names.index(name)] = tool
+    for tool in delta.get("add", ()):
+        name = tool.get("name") if isinstance(tool, Mapping) else None
+        if not isinstance(name, str):
+            raise HeaderError("delta.tools.add entries must be tool schemas with a name")
+        if name in names:
+            raise HeaderError(f"delta.tools adds {name!r}, which the header already has")
+        at = next((i for i, n in enumerate(names) if n > name), len(names))
+        tools.insert(at, tool)
+        names.insert(at, name)
+    return tools
+
+
+def apply_header_delta(prev: EpochHeader, delta: Mapping[str, Any]) -> EpochHeader:
+    """Apply a ``request/header-delta`` payload to ``prev`` (pure)."""
+    if not isinstance(delta, Mapping):
+        raise HeaderError("a header delta must be an object")
+    unknown = [k for k in delta if k not in ("system", "tools", "config", "prefix")]
+    if unknown:
+        raise HeaderError(f"delta has an unknown field {unknown[0]!r}")
+    system = _apply_system(prev.system, delta["system"]) if "system" in delta else prev.system
+    tools = _apply_tools(prev.tools, delta["tools"]) if "tools" in delta else prev.tools
+    config = LlmCallConfig.from_json(delta["config"]) if "config" in delta else prev.config
+    prefix = delta["prefix"] if "prefix" in delta else prev.prefix
+    if not isinstance(prefix, (list, tuple)):
+        raise HeaderError("delta.prefix must be a list")
+    return EpochHeader(config=config, system=system, tools=tools, prefix=prefix)
+
+
+def fold_header_event(prev: EpochHeader | None, event: Event) -> EpochHeader | None:
+    """One step of :func:`fold_request_header` (other event types pass through)."""
+    if event.type == "request/header":
+        return header_from_json(event.data["header"])
+    if event.type == "request/header-delta":
+        if prev is None:
+            raise HeaderError(
+                f"seq {event.seq}: request/header-delta before any request/header snapshot"
+            )
+        return apply_header_delta(prev, event.data)
+    return prev
+
+
+def fold_request_header(events: Iterable[Event]) -> EpochHeader | None:
+    """The header in force after ``events`` (``None`` if no header was logged)."""
+    header: EpochHeader | None = None
+    for event in events:
+        header = fold_header_event(header, event)
+    return header
+

@@ -1,0 +1,53 @@
+"""The per-node projection from surface events to neutral messages.
+
+``derive_event_message`` is the only function that turns a logged event into a
+model-visible message. The live session cache, the invariant checker and every
+external rebuilder fold this same function, so two paths can never disagree.
+
+Neutral messages are frozen JSON objects ``{"role": ..., "content": [blocks]}``
+with role ``user``, ``assistant`` or ``tool`` (see docs/format.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tapelog.log._events import Event
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+
+__all__ = ["derive_event_message", "fold_messages"]
+
+
+def derive_event_message(event: Event) -> FrozenDict | None:
+    """Project one surface event to its message, or ``None`` if it shows nothing.
+
+    Pure: the result depends on the event alone. Non-surface events and
+    assistant messages with empty content give ``None``.
+    """
+    data = event.data
+    etype = event.type
+    if etype == "user/message" or etype == "context/message":
+        return freeze({"role": "user", "content": data["content"]})
+    if etype == "assistant/message":
+        if not data["content"]:
+            return None
+        return freeze({"role": "assistant", "content": data["content"]})
+    if etype == "tool/result":
+        block = {
+            "type": "tool_result",
+            "tool_call_id": data["call_id"],
+            "content": data["content"],
+            "is_error": data["is_error"],
+        }
+        return freeze({"role": "tool", "content": FrozenList([block])})
+    return None
+
+
+def fold_messages(surface_events: Iterable[Event]) -> list[FrozenDict]:
+    """Fold :func:`derive_event_message` over surface events in surface order."""
+    out: list[FrozenDict] = []
+    for event in surface_events:
+        message = derive_event_message(event)
+        if message is not None:
+            out.append(message)
+    return out

@@ -1,0 +1,358 @@
+"""The in-memory session: an append-only event log with its surface and caches.
+
+``append`` is synchronous and does no I/O: it validates the envelope, the
+payload, the surface op and (for header events) the header fold, then commits
+a frozen event and publishes it to listeners. A store subscribes as a listener
+and persists on its own schedule (``flush``).
+
+The session caches two folds of its log, both incremental: the derived
+messages (one projection per surface node, rebuilt only when a replace moves
+``replace_generation``) and the request header in force.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time as _time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tapelog._errors import EventError, ForkError, HeaderError, ReentrantAppendError
+from tapelog.log._events import SURFACE_TYPES, Event, check_payload, event_from_json
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+from tapelog.log._header import EpochHeader, fold_header_event
+from tapelog.log._projection import derive_event_message
+from tapelog.log._surface import Surface, parse_surface_op
+
+__all__ = ["Listener", "Session", "SessionInfo", "new_session_id", "open_turn_at"]
+
+Listener = Callable[[Event], None]
+
+
+def _now_ms() -> int:
+    return _time.time_ns() // 1_000_000
+
+
+def new_session_id() -> str:
+    """A fresh, time-sortable session id such as ``20261130T054500-3f9a2c1b``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    """What a session is, apart from its events (the store's header line)."""
+
+    id: str
+    created: int
+    cwd: str | None = None
+    parent: str | None = None
+    seed_length: int | None = None
+
+
+def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
+    """The turn left open after ``events[: upto + 1]`` (``None`` if all closed)."""
+    open_turn: int | None = None
+    for event in events[: upto + 1]:
+        if event.type == "turn/start":
+            open_turn = event.data["turn"]
+        elif event.type == "turn/end":
+            open_turn = None
+    return open_turn
+
+
+class Session:
+    """An append-only session log.
+
+    ``Session()`` starts an empty session with a generated id. Events from a
+    store or a fork are replayed with :meth:`from_events`, which holds them to
+    the same rules as live appends.
+    """
+
+    def __init__(
+        self,
+        id: str | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+        created: int | None = None,
+        cwd: str | None = None,
+        parent: str | None = None,
+        seed_length: int | None = None,
+    ) -> None:
+        self._clock = clock or _now_ms
+        self.info = SessionInfo(
+            id=id or new_session_id(),
+            created=self._clock() if created is None else created,
+            cwd=cwd,
+            parent=parent,
+            seed_length=seed_length,
+        )
+        self._events: list[Event] = []
+        self._surface = Surface()
+        self._header: EpochHeader | None = None
+        self._listeners: list[Listener] = []
+        self._publishing = False
+        self._messages: list[FrozenDict] = []
+        self._message_seqs: list[int] = []
+        self._projected = 0
+        self._projected_generation = 0
+
+    # --- identity and views --------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The events so far (a read-only view; events themselves are frozen)."""
+        return tuple(self._events)
+
+    @property
+    def seq(self) -> int:
+        """The seq the next event will get (the number of events so far)."""
+        return len(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def event(self, seq: int) -> Event:
+        return self._events[seq]
+
+    @property
+    def surface(self) -> list[int]:
+        """Seqs of the current surface nodes, in order."""
+        return self._surface.nodes
+
+    @property
+    def replace_generation(self) -> int:
+        return self._surface.replace_generation
+
+    @property
+    def header(self) -> EpochHeader | None:
+        """The request header folded from the log (``None`` before any snapshot)."""
+        return self._header
+
+    # --- listeners -----------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` after each commit; returns an unsubscribe function."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # --- appending -----------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        data: Mapping[str, Any],
+        *,
+        surface_op: str | Mapping[str, Any] | None = None,
+        source_seqs: Sequence[int] | None = None,
+    ) -> Event:
+        """Validate and commit one event; return the logged (frozen) event."""
+        if self._publishing:
+            raise ReentrantAppendError(
+                f"cannot append {type!r} while another event is being published to listeners; "
+                "append after the listener returns"
+            )
+        event, header = self._validate(
+            seq=len(self._events),
+            time=self._clock(),
+            etype=type,
+            data=data,
+            surface_op=surface_op,
+            source_seqs=source_seqs,
+        )
+        self._commit(event, header)
+        self._publish(event)
+        return event
+
+    def _validate(
+        self,
+        *,
+        seq: int,
+        time: int,
+        etype: str,
+        data: Mapping[str, Any],
+        surface_op: Any,
+        source_seqs: Any,
+    ) -> tuple[Event, EpochHeader | None]:
+        """Check one event against the log so far; return it with the header after it."""
+        if not isinstance(etype, str):
+            raise EventError(f"event type must be a string, got {etype!r}")
+        if not isinstance(data, Mapping):
+            raise EventError(f"{etype}: data must be a JSON object")
+        frozen = freeze(data, path="data")
+        check_payload(etype, frozen)
+        is_surface = etype in SURFACE_TYPES
+        if is_surface and surface_op is None:
+            raise EventError(f"{etype} is a surface event and needs a surface_op")
+        if not is_surface and surface_op is not None:
+            raise EventError(f"{etype} is not a surface event and must not carry a surface_op")
+        if not is_surface and source_seqs is not None:
+            raise EventError(f"{etype} is not a surface event and must not carry source_seqs")
+        op = None
+        if is_surface:
+            op = parse_surface_op(surface_op)
+            self._surface.check(
+                op, etype, frozen, lambda s: (self._events[s].type, self._events[s].data)
+            )
+        seqs: FrozenList | None = None
+        if source_seqs is not None:
+            seqs = freeze(list(source_seqs), path="source_seqs")
+            for s in seqs:
+                if type(s) is not int or not 0 <= s < seq:
+                    raise EventError(
+                        f"{etype}: source_seqs must name earlier events, got {s!r} at seq {seq}"
+                    )
+        header_after = self._header
+        if etype in ("request/header", "request/header-delta"):
+            probe = Event(seq=seq, time=time, type=etype, data=frozen)
+            header_after = fold_header_event(self._header, probe)
+        return Event(
+            seq=seq,
+            time=time,
+            type=etype,
+            data=frozen,
+            surface_op=None if surface_op is None else freeze(surface_op, path="surface_op"),
+            source_seqs=seqs,
+        ), header_after
+
+    def _commit(self, event: Event, header: EpochHeader | None) -> None:
+        self._events.append(event)
+        if event.surface_op is not None:
+            self._surface.apply(event.seq, parse_surface_op(event.surface_op))
+        self._header = header
+
+    def _publish(self, event: Event) -> None:
+        if not self._listeners:
+            return
+        self._publishing = True
+        errors: list[BaseException] = []
+        try:
+            for listener in list(self._listeners):
+                try:
+                    listener(event)
+                except Exception as exc:
+                    errors.append(exc)
+        finally:
+            self._publishing = False
+        if errors:
+            raise errors[0]
+
+    # --- projection ----------------------------------------------------------
+
+    def _project(self) -> None:
+        if self._projected_generation != self._surface.replace_generation:
+            self._messages = []
+            self._message_seqs = []
+            self._projected = 0
+            self._projected_generation = self._surface.replace_generation
+        for seq in self._surface.nodes_from(self._projected):
+            message = derive_event_message(self._events[seq])
+            if message is not None:
+                self._messages.append(message)
+                self._message_seqs.append(seq)
+        self._projected = len(self._surface)
+
+    def derive_messages(self) -> list[FrozenDict]:
+        """The model-visible history: a fresh list over shared frozen messages."""
+        self._project()
+        return list(self._messages)
+
+    def derive_nodes(self) -> list[tuple[int, FrozenDict]]:
+        """Like :meth:`derive_messages`, paired with each message's event seq."""
+        self._project()
+        return list(zip(self._message_seqs, self._messages, strict=True))
+
+    # --- seeds and forks -----------------------------------------------------
+
+    @classmethod
+    def from_events(
+        cls,
+        events: Iterable[Event | Mapping[str, Any]],
+        *,
+        id: str | None = None,
+        clock: Callable[[], int] | None = None,
+        created: int | None = None,
+        cwd: str | None = None,
+        parent: str | None = None,
+        seed_length: int | None = None,
+    ) -> Session:
+        """Rebuild a session from events, validating each as a live append would."""
+        session = cls(
+            id,
+            clock=clock,
+            created=created,
+            cwd=cwd,
+            parent=parent,
+            seed_length=seed_length,
+        )
+        for i, raw in enumerate(events):
+            event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
+            if event.seq != i:
+                raise EventError(
+                    f"event {i}: seq must be {i} (contiguous from 0), got {event.seq}"
+                )
+            try:
+                checked, header = session._validate(
+                    seq=event.seq,
+                    time=event.time,
+                    etype=event.type,
+                    data=event.data,
+                    surface_op=event.surface_op,
+                    source_seqs=event.source_seqs,
+                )
+            except (EventError, HeaderError) as exc:
+                raise type(exc)(f"seq {event.seq}: {exc}") from None
+            session._commit(checked, header)
+        return session
+
+    @classmethod
+    def from_info(cls, info: SessionInfo, events: Iterable[Event | Mapping[str, Any]]) -> Session:
+        """:meth:`from_events` with the identity taken from a :class:`SessionInfo`."""
+        return cls.from_events(
+            events,
+            id=info.id,
+            created=info.created,
+            cwd=info.cwd,
+            parent=info.parent,
+            seed_length=info.seed_length,
+        )
+
+    def fork(self, at: int, *, id: str | None = None) -> Session:
+        """A new session seeded with events ``0..at`` (inclusive) of this one.
+
+        Refuses a boundary inside an open turn: the child would start with a
+        half-finished turn that no request can explain.
+        """
+        if type(at) is not int or not 0 <= at < len(self._events):
+            raise ForkError(
+                f"cannot fork at seq {at!r}: the session has seqs 0..{len(self._events) - 1}"
+            )
+        turn = open_turn_at(self._events, at)
+        if turn is not None:
+            raise ForkError(
+                f"cannot fork at seq {at}: turn {turn} is still open there; "
+                "fork at or after its turn/end, or before its turn/start"
+            )
+        child = Session.from_events(
+            self._events[: at + 1],
+            id=id,
+            clock=self._clock,
+            cwd=self.info.cwd or os.getcwd(),
+            parent=self.id,
+            seed_length=at + 1,
+        )
+        child.append("session/end-seed", {"parent": self.id, "seed_length": at + 1})
+        return child
+

@@ -1,0 +1,119 @@
+"""The surface: the ordered list of message-producing events.
+
+A surface event either appends a node or replaces a contiguous run of nodes
+``{"op": "replace", "start": S, "end": E}`` (seqs of nodes on the current
+surface, S not after E). Replace is how compaction shadows history without
+deleting it; a single-node replace of a ``tool/result`` by a ``tool/result``
+with the same ``call_id`` is tool-result trimming. Every replace bumps
+``replace_generation``. Validation is separate from application so a bad op
+never leaves anything behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tapelog._errors import SurfaceError
+
+__all__ = ["Replace", "Surface"]
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    start: int
+    end: int
+
+
+def parse_surface_op(op: Any) -> Replace | None:
+    """``None`` for append, a :class:`Replace` for a replace op; errors otherwise."""
+    if op == "append":
+        return None
+    if isinstance(op, Mapping):
+        if set(op) != {"op", "start", "end"} or op.get("op") != "replace":
+            raise SurfaceError(
+                'surface_op must be "append" or {"op": "replace", "start": S, "end": E}'
+            )
+        start, end = op["start"], op["end"]
+        if type(start) is not int or type(end) is not int:
+            raise SurfaceError("surface_op replace start and end must be integer seqs")
+        return Replace(start, end)
+    raise SurfaceError(f'surface_op must be "append" or a replace object, got {op!r}')
+
+
+class Surface:
+    """Surface nodes (event seqs) in order, with a position index."""
+
+    __slots__ = ("_nodes", "_pos", "replace_generation")
+
+    def __init__(self) -> None:
+        self._nodes: list[int] = []
+        self._pos: dict[int, int] = {}
+        self.replace_generation = 0
+
+    @property
+    def nodes(self) -> list[int]:
+        """A copy of the node seqs, in surface order."""
+        return list(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def node_at(self, index: int) -> int:
+        return self._nodes[index]
+
+    def nodes_from(self, index: int) -> list[int]:
+        return self._nodes[index:]
+
+    def position(self, seq: int) -> int | None:
+        return self._pos.get(seq)
+
+    def check(
+        self,
+        op: Replace | None,
+        etype: str,
+        data: Mapping[str, Any],
+        data_of: Callable[[int], tuple[str, Mapping[str, Any]]],
+    ) -> None:
+        """Raise :class:`SurfaceError` if ``op`` cannot be applied now."""
+        if op is None:
+            return
+        s, e = self._pos.get(op.start), self._pos.get(op.end)
+        if s is None:
+            raise SurfaceError(f"replace start seq {op.start} is not on the current surface")
+        if e is None:
+            raise SurfaceError(f"replace end seq {op.end} is not on the current surface")
+        if s > e:
+            raise SurfaceError(
+                f"replace start seq {op.start} comes after end seq {op.end} on the surface"
+            )
+        if etype == "tool/result":
+            old_type, old = data_of(op.start)
+            if op.start != op.end or old_type != "tool/result":
+                raise SurfaceError(
+                    "a tool/result may only replace a single tool/result node (trimming)"
+                )
+            if old.get("call_id") != data.get("call_id"):
+                raise SurfaceError(
+                    f"trimming must keep call_id {old.get('call_id')!r}, "
+                    f"got {data.get('call_id')!r}"
+                )
+            changed = sorted(
+                k for k in set(old) | set(data) if k != "content" and old.get(k) != data.get(k)
+            )
+            if changed:
+                raise SurfaceError(
+                    f"trimming may change only content; {', '.join(changed)} changed"
+                )
+
+    def apply(self, seq: int, op: Replace | None) -> None:
+        """Apply an op that :meth:`check` accepted."""
+        if op is None:
+            self._pos[seq] = len(self._nodes)
+            self._nodes.append(seq)
+            return
+        s, e = self._pos[op.start], self._pos[op.end]
+        self._nodes[s : e + 1] = [seq]
+        self._pos = {n: i for i, n in enumerate(self._nodes)}
+        self.replace_generation += 1
