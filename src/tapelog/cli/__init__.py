@@ -1,0 +1,49 @@
+"""The ``tapelog`` command line.
+
+Each command lives in its own module and is registered in :func:`_register`.
+Errors a user can cause print one readable line (no traceback unless
+``--debug``, accepted anywhere on the command line); see ``_common``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from tapelog import __version__
+from tapelog.cli._common import DebugGroup
+
+__all__ = ["cli", "main"]
+
+
+@click.group(cls=DebugGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tapelog")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors (allowed anywhere).")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """tapelog: LLM agents whose session log is the single source of truth."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = ctx.obj.get("debug", False) or debug
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point: ``--debug`` may appear anywhere before ``--``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    cut = args.index("--") if "--" in args else len(args)
+    debug = "--debug" in args[:cut]
+    args = [a for a in args[:cut] if a != "--debug"] + args[cut:]
+    cli.main(args=args, prog_name="tapelog", obj={"debug": debug})
+
+
+def _register() -> None:
+    # One import per command module; each module exports COMMANDS.
+    from tapelog.cli import _store_cmds
+
+    for module in (_store_cmds,):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()

@@ -1,0 +1,62 @@
+"""Shared CLI plumbing: the store option, error reporting and exit codes.
+
+Exit codes: 0 success, 1 the checked thing is invalid (``verify``), 2 usage or
+I/O errors (including any :class:`tapelog.TapelogError`). Without ``--debug`` a
+user sees one line ``error: ...``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from tapelog._errors import TapelogError
+
+__all__ = ["DebugGroup", "default_store_dir", "store_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def default_store_dir() -> Path:
+    """``$TAPELOG_STORE``, else ``$XDG_DATA_HOME/tapelog/sessions``
+    (``~/.local/share/tapelog/sessions``)."""
+    env = os.environ.get("TAPELOG_STORE")
+    if env:
+        return Path(env)
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
+    return Path(data_home) / "tapelog" / "sessions"
+
+
+def store_option(func: F) -> F:
+    """Add ``--store DIR`` (default: :func:`default_store_dir`)."""
+    return click.option(
+        "--store",
+        "store_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Session store directory (default: $TAPELOG_STORE or ~/.local/share/tapelog/sessions).",
+    )(func)
+
+
+class DebugGroup(click.Group):
+    """A group that turns tapelog errors into one line and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TapelogError as exc:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+        except OSError as exc:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+            ctx.exit(2)
