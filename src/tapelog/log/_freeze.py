@@ -42,7 +42,8 @@ class FrozenDict(dict[str, Any]):
     __slots__ = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        dict.__init__(self, {k: freeze(v, _key=k) for k, v in dict(*args, **kwargs).items()})
+        # Freeze the whole mapping, not value by value: the keys need checking too.
+        dict.__init__(self, freeze(dict(*args, **kwargs)))
 
     __setitem__ = _refuse
     __delitem__ = _refuse
