@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tapelog._errors import EventError, ForkError, HeaderError, ReentrantAppendError
+from tapelog._errors import EventError, ForkError, LogError, ReentrantAppendError
 from tapelog.log._events import SURFACE_TYPES, Event, check_payload, event_from_json
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze
 from tapelog.log._header import EpochHeader, fold_header_event
@@ -249,6 +249,27 @@ class Session:
         if errors:
             raise errors[0]
 
+    def replay(self, event: Event) -> None:
+        """Commit an already-built event (from a store or another log), validated
+        exactly as a live append; listeners are not called."""
+        expected = len(self._events)
+        if event.seq != expected:
+            raise EventError(
+                f"event {expected}: seq must be {expected} (contiguous from 0), got {event.seq}"
+            )
+        try:
+            checked, header = self._validate(
+                seq=event.seq,
+                time=event.time,
+                etype=event.type,
+                data=event.data,
+                surface_op=event.surface_op,
+                source_seqs=event.source_seqs,
+            )
+        except LogError as exc:
+            raise type(exc)(f"seq {event.seq}: {exc}") from None
+        self._commit(checked, header)
+
     # --- projection ----------------------------------------------------------
 
     def _project(self) -> None:
@@ -299,22 +320,7 @@ class Session:
         )
         for i, raw in enumerate(events):
             event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
-            if event.seq != i:
-                raise EventError(
-                    f"event {i}: seq must be {i} (contiguous from 0), got {event.seq}"
-                )
-            try:
-                checked, header = session._validate(
-                    seq=event.seq,
-                    time=event.time,
-                    etype=event.type,
-                    data=event.data,
-                    surface_op=event.surface_op,
-                    source_seqs=event.source_seqs,
-                )
-            except (EventError, HeaderError) as exc:
-                raise type(exc)(f"seq {event.seq}: {exc}") from None
-            session._commit(checked, header)
+            session.replay(event)
         return session
 
     @classmethod
@@ -355,4 +361,3 @@ class Session:
         )
         child.append("session/end-seed", {"parent": self.id, "seed_length": at + 1})
         return child
-
