@@ -367,7 +367,8 @@ def fold_header_event(prev: EpochHeader | None, event: Event) -> EpochHeader | N
     if event.type == "request/header-delta":
         if prev is None:
             raise HeaderError(
-                f"seq {event.seq}: request/header-delta before any request/header snapshot"
+                "request/header-delta before any request/header snapshot; "
+                "log a full request/header first"
             )
         return apply_header_delta(prev, event.data)
     return prev
@@ -377,6 +378,9 @@ def fold_request_header(events: Iterable[Event]) -> EpochHeader | None:
     """The header in force after ``events`` (``None`` if no header was logged)."""
     header: EpochHeader | None = None
     for event in events:
-        header = fold_header_event(header, event)
+        try:
+            header = fold_header_event(header, event)
+        except HeaderError as exc:
+            raise HeaderError(f"seq {event.seq}: {exc}") from None
     return header
 
