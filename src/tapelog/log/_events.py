@@ -125,6 +125,11 @@ def event_from_json(obj: Any, *, where: str = "event") -> Event:
         )
     if not isinstance(data, Mapping):
         raise EventError(f"{where}: data must be a JSON object")
+    for key in ("surface_op", "source_seqs"):
+        # An explicit null would be dropped when the event is written again,
+        # so the stored line and the event would no longer match byte for byte.
+        if key in obj and obj[key] is None:
+            raise EventError(f"{where}: {key} must be left out rather than null")
     surface_op = obj.get("surface_op")
     source_seqs = obj.get("source_seqs")
     return Event(
