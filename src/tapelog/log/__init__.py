@@ -20,6 +20,7 @@ from tapelog.log._header import (
 )
 from tapelog.log._projection import derive_event_message, fold_messages
 from tapelog.log._recorder import HeaderRecorder
+from tapelog.log._repair import repair_interrupted
 from tapelog.log._session import Session, SessionInfo, new_session_id, open_turn_at
 
 __all__ = [
@@ -50,5 +51,6 @@ __all__ = [
     "header_from_json",
     "new_session_id",
     "open_turn_at",
+    "repair_interrupted",
     "thaw",
 ]

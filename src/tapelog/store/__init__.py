@@ -1,0 +1,34 @@
+"""Session stores: where logs live between processes.
+
+``SessionStore`` is the backend contract (``create``, ``open``, ``load``,
+``exists``, ``list``); ``JsonlStore`` is the embedded default, one JSONL file
+per session. The conformance suite in ``tests/store/conformance.py`` holds
+every backend to the same behaviour.
+"""
+
+from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
+from tapelog.store._format import JsonlScan, Problem, header_line, replay_events, scan_jsonl
+from tapelog.store._ids import MAX_SESSION_ID_LENGTH, validate_session_id
+from tapelog.store._jsonl import JsonlStore, JsonlWriter, read_session_bytes, read_session_file
+from tapelog.store._verify import LogStats, VerifyReport, verify_jsonl
+
+__all__ = [
+    "MAX_SESSION_ID_LENGTH",
+    "JsonlScan",
+    "JsonlStore",
+    "JsonlWriter",
+    "LoadedSession",
+    "LogStats",
+    "Problem",
+    "SessionStore",
+    "SessionSummary",
+    "SessionWriter",
+    "VerifyReport",
+    "header_line",
+    "read_session_bytes",
+    "read_session_file",
+    "replay_events",
+    "scan_jsonl",
+    "validate_session_id",
+    "verify_jsonl",
+]

@@ -1,0 +1,321 @@
+"""The default store: one JSONL file per session under a root directory.
+
+Layout::
+
+    <root>/<session-id>.jsonl         header line, then one event per line
+    <root>/.locks/<session-id>.lock   flock'd by the one writer (holds its pid)
+
+The file format lives in ``_format``. Writes only ever append whole lines; the
+one exception is :meth:`JsonlStore.open`, which cuts a torn final line (bytes a
+crash left without their newline) before appending after it, so that the next
+line does not fuse with the fragment. Loading never changes a file.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+from tapelog._errors import (
+    CorruptLogError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreError,
+)
+from tapelog.log import Session, SessionInfo, decode
+from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
+from tapelog.store._format import header_line, info_from_header, replay_events, scan_jsonl
+from tapelog.store._ids import validate_session_id
+from tapelog.store._lock import WriteLock
+
+__all__ = ["JsonlStore", "JsonlWriter", "read_session_bytes", "read_session_file"]
+
+_log = logging.getLogger("tapelog.store")
+
+_SUFFIX = ".jsonl"
+_TAIL_BLOCK = 65536
+
+
+def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[LoadedSession, int]:
+    """Parse and replay a session file's bytes; also return the intact byte length.
+
+    Raises on the first problem (:class:`FormatVersionError` or
+    :class:`CorruptLogError` naming the line, prefixed with ``source``); a torn
+    final line is dropped with a warning.
+    """
+    scan = scan_jsonl(data, max_problems=1)
+    if scan.problems:
+        problem = scan.problems[0]
+        error = problem.error
+        raise type(error)(f"{source}: {problem}", **_line_kw(error)) from error
+    assert scan.info is not None
+    try:
+        session = replay_events(scan.info, scan.events)
+    except CorruptLogError as exc:
+        raise CorruptLogError(f"{source}: {exc}", line=exc.line) from exc
+    warnings = tuple(f"{source}: {w}" for w in scan.warnings)
+    return LoadedSession(session=session, warnings=warnings), scan.good_size
+
+
+def _line_kw(error: StoreError) -> dict[str, int | None]:
+    return {"line": error.line} if isinstance(error, CorruptLogError) else {}
+
+
+def read_session_file(path: Path) -> LoadedSession:
+    """Load a session file from any path (read-only; see :func:`read_session_bytes`)."""
+    loaded, _ = read_session_bytes(Path(path).read_bytes(), source=str(path))
+    return loaded
+
+
+class JsonlWriter(SessionWriter):
+    """Appends a session's events to its JSONL file; holds the write lock."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        path: Path,
+        fd: int,
+        size: int,
+        lock: WriteLock,
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self.path = path
+        self._fd = fd
+        self._size = size
+        self._lock = lock
+        super().__init__(session, warnings=warnings)
+
+    def _write(self, lines: builtins.list[bytes]) -> None:
+        data = b"\n".join(lines) + b"\n"
+        try:
+            _write_all(self._fd, data)
+        except OSError as exc:
+            # Cut what a partial write left, so the file still ends on a whole line.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise StoreError(
+                f"could not write session {self.session_id} to {self.path}: "
+                f"{exc.strerror or exc}; the {len(lines)} unwritten events are still "
+                "buffered, fix the cause and flush again"
+            ) from exc
+        self._size += len(data)
+
+    def _release(self) -> None:
+        try:
+            os.close(self._fd)
+        finally:
+            self._lock.release()
+
+
+class JsonlStore(SessionStore):
+    """Sessions as ``<root>/<id>.jsonl`` files (nothing is created until needed)."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"JsonlStore({str(self.root)!r})"
+
+    def path(self, session_id: str) -> Path:
+        """Where the session's log is (or would be) stored."""
+        return self.root / f"{validate_session_id(session_id)}{_SUFFIX}"
+
+    def _lock_path(self, session_id: str) -> Path:
+        return self.root / ".locks" / f"{session_id}.lock"
+
+    def exists(self, session_id: str) -> bool:
+        return self.path(session_id).is_file()
+
+    def _require(self, session_id: str) -> Path:
+        path = self.path(session_id)
+        if not path.is_file():
+            raise SessionNotFoundError(
+                f"no session {session_id} in the store at {self.root}; "
+                "`tapelog sessions` lists the stored sessions"
+            )
+        return path
+
+    # --- writing -------------------------------------------------------------
+
+    def create(self, session: Session) -> JsonlWriter:
+        path = self.path(session.id)
+        if path.exists():
+            raise _exists(session.id, self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = WriteLock.acquire(self._lock_path(session.id), session.id)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC)
+        except FileExistsError:
+            lock.release()
+            raise _exists(session.id, self.root) from None
+        except BaseException:
+            lock.release()
+            raise
+        try:
+            data = header_line(session.info) + b"\n"
+            data += b"".join(event.encode() + b"\n" for event in session.events)
+            _write_all(fd, data)
+            _fsync_dir(self.root)
+        except BaseException:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            lock.release()
+            raise
+        return JsonlWriter(session, path=path, fd=fd, size=len(data), lock=lock)
+
+    def open(self, session_id: str) -> tuple[Session, JsonlWriter]:
+        path = self._require(session_id)
+        lock = WriteLock.acquire(self._lock_path(session_id), session_id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except BaseException:
+            lock.release()
+            raise
+        try:
+            loaded, good_size = self._read(session_id, path, _read_fd(fd))
+            if os.fstat(fd).st_size != good_size:
+                os.ftruncate(fd, good_size)
+                os.fsync(fd)
+                for warning in loaded.warnings:
+                    _log.warning("%s", warning)
+        except BaseException:
+            os.close(fd)
+            lock.release()
+            raise
+        writer = JsonlWriter(
+            loaded.session, path=path, fd=fd, size=good_size, lock=lock, warnings=loaded.warnings
+        )
+        return loaded.session, writer
+
+    # --- reading -------------------------------------------------------------
+
+    def load(self, session_id: str) -> LoadedSession:
+        path = self._require(session_id)
+        loaded, _ = self._read(session_id, path, path.read_bytes())
+        return loaded
+
+    def _read(self, session_id: str, path: Path, data: bytes) -> tuple[LoadedSession, int]:
+        loaded, good_size = read_session_bytes(data, source=f"session {session_id} ({path})")
+        if loaded.session.id != session_id:
+            raise CorruptLogError(
+                f"session {session_id} ({path}): line 1: the header names session "
+                f"{loaded.session.id!r}; a session file must be named after its id",
+                line=1,
+            )
+        return loaded, good_size
+
+    def list(self) -> builtins.list[SessionSummary]:
+        if not self.root.is_dir():
+            return []
+        summaries = [
+            _summarise(path)
+            for path in self.root.iterdir()
+            if path.name.endswith(_SUFFIX) and not path.name.startswith(".") and path.is_file()
+        ]
+        summaries.sort(key=lambda s: (s.created or 0, s.id), reverse=True)
+        return summaries
+
+
+def _exists(session_id: str, root: Path) -> SessionExistsError:
+    return SessionExistsError(
+        f"session {session_id} already exists in the store at {root}; "
+        "open it to append, or choose another id"
+    )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte (``os.write`` may write less) and fsync."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int) -> bytes:
+    size = os.fstat(fd).st_size
+    chunks: builtins.list[bytes] = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _summarise(path: Path) -> SessionSummary:
+    """A summary from the header line and the last complete line only (cheap)."""
+    session_id = path.name[: -len(_SUFFIX)]
+    size = 0
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            first = f.readline()
+            if not first.endswith(b"\n"):
+                raise CorruptLogError("the header line is incomplete", line=1)
+            info = info_from_header(decode(first, path="header"))
+            last = _last_line(f, start=len(first), size=size)
+            if last is None:
+                return _summary(session_id, info, size, events=0, last_time=None)
+            obj = decode(last, path="last line")
+            seq, time = obj.get("seq"), obj.get("time")
+            if type(seq) is not int or type(time) is not int:
+                raise CorruptLogError("the last event line has no integer seq and time")
+            return _summary(session_id, info, size, events=seq + 1, last_time=time)
+    except Exception as exc:  # one damaged file must not hide the others
+        return SessionSummary(
+            id=session_id,
+            created=None,
+            parent=None,
+            events=None,
+            last_time=None,
+            size=size,
+            error=f"{exc}; run `tapelog verify {session_id}` for details",
+        )
+
+
+def _summary(
+    session_id: str, info: SessionInfo, size: int, *, events: int, last_time: int | None
+) -> SessionSummary:
+    return SessionSummary(
+        id=session_id,
+        created=info.created,
+        parent=info.parent,
+        events=events,
+        last_time=last_time,
+        size=size,
+    )
+
+
+def _last_line(f: BinaryIO, *, start: int, size: int) -> bytes | None:
+    """The last newline-terminated line after byte ``start``, read from the end."""
+    buf = b""
+    pos = size
+    while pos > start:
+        step = min(_TAIL_BLOCK, pos - start)
+        pos -= step
+        f.seek(pos)
+        buf = f.read(step) + buf
+        end = buf.rfind(b"\n")
+        if end == -1:
+            continue
+        begin = buf.rfind(b"\n", 0, end)
+        if begin != -1:
+            return buf[begin + 1 : end]
+        if pos == start:
+            return buf[:end]
+    return None

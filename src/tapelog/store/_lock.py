@@ -1,0 +1,82 @@
+"""The one-writer-per-session lock: ``flock`` on a small lock file.
+
+``fcntl.flock`` locks belong to an open file description, so a second writer
+is refused whether it lives in another process or in this one, and the kernel
+releases the lock when the holder exits, even on SIGKILL: there is no stale
+lock to clean up. The holder writes its pid into the file so the refusal can
+say who holds the session. Lock files are never deleted (deleting one while
+another process is about to lock it would let two writers in).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from tapelog._errors import SessionLockedError
+
+__all__ = ["WriteLock"]
+
+
+class WriteLock:
+    """An exclusive, non-blocking lock held until :meth:`release`."""
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, path: Path, session_id: str) -> WriteLock:
+        """Take the lock or raise :class:`SessionLockedError` naming the holder."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            raise SessionLockedError(_locked_message(session_id, holder)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(path, fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Release the lock (idempotent). The file stays; see the module docstring."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _locked_message(session_id: str, pid: int | None) -> str:
+    if pid == os.getpid():
+        return (
+            f"session {session_id} is open for writing by another writer in this process "
+            f"(pid {pid}); close that writer before opening the session again"
+        )
+    holder = "another process" if pid is None else f"another process (pid {pid})"
+    return (
+        f"session {session_id} is open for writing by {holder}; "
+        "wait for it to finish or stop it, then try again"
+    )
