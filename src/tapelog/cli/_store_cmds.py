@@ -1,7 +1,263 @@
-"""Store commands: verify, show, sessions (owned by the store work)."""
+"""Store commands: ``verify``, ``show`` and ``sessions``.
+
+``verify`` and ``show`` take a session id (looked up in ``--store``) or the
+path of a session file, so a log copied off another machine can be checked
+where it lies. Output is for people; ``sessions --json`` is for scripts.
+"""
 
 from __future__ import annotations
 
-import click
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
-COMMANDS: list[click.Command] = []
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tapelog._errors import SessionNotFoundError, StoreError
+from tapelog.cli._common import default_store_dir, store_option
+from tapelog.log import Event, Session, encode_str
+from tapelog.store import JsonlStore, LoadedSession, read_session_file, verify_jsonl
+
+__all__ = ["COMMANDS"]
+
+_MAX_PROBLEMS_SHOWN = 50
+_EXCERPT = 72
+
+
+def _store(store_dir: Path | None) -> JsonlStore:
+    return JsonlStore(store_dir or default_store_dir())
+
+
+def _resolve(target: str, store_dir: Path | None) -> tuple[Path, str | None]:
+    """The file to read and the session id its location implies (``None`` for a path)."""
+    path = Path(target)
+    if path.is_file():
+        return path, None
+    if path.is_dir():
+        raise StoreError(f"{target} is a directory; give a session id or a session file")
+    if os.sep in target or target.endswith(".jsonl"):
+        raise SessionNotFoundError(f"no session file at {target}; check the path")
+    return _store(store_dir).locate(target), target
+
+
+def _console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(highlight=False, width=160)
+    return console
+
+
+def _clock(ms: int, *, date: bool = False) -> str:
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    text = moment.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S.%f")
+    return text if date else text[:-3]
+
+
+# --- verify ------------------------------------------------------------------
+
+
+@click.command("verify")
+@click.argument("target", metavar="SESSION")
+@store_option
+@click.pass_context
+def verify_cmd(ctx: click.Context, target: str, store_dir: Path | None) -> None:
+    """Check that a stored session is a valid tapelog log.
+
+    SESSION is a session id in the store or the path of a session file. Exit
+    status: 0 valid (a torn final line is a warning), 1 invalid (each problem
+    is listed with its line and seq), 2 the session could not be read.
+    """
+    path, expected_id = _resolve(target, store_dir)
+    report = verify_jsonl(path.read_bytes(), expected_id=expected_id)
+    label = expected_id or str(path)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if not report.ok:
+        for problem in report.problems[:_MAX_PROBLEMS_SHOWN]:
+            click.echo(f"  {problem}")
+        hidden = len(report.problems) - _MAX_PROBLEMS_SHOWN
+        if hidden > 0:
+            click.echo(f"  ... and {hidden} more problems")
+        count = len(report.problems)
+        click.echo(f"{label}: invalid ({count} problem{'s' if count != 1 else ''})")
+        ctx.exit(1)
+    for note in report.notes:
+        click.echo(f"note: {note}")
+    click.echo(f"ok: {label}: {report.stats}")
+
+
+# --- show --------------------------------------------------------------------
+
+
+def _excerpt(text: str, limit: int = _EXCERPT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _blocks_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        kind = block.get("type")
+        if kind in ("text", "reasoning"):
+            parts.append(("(thinking) " if kind == "reasoning" else "") + block["text"])
+        elif kind == "tool_call":
+            parts.append(f"→ {block['name']}({block['arguments']})")
+        elif kind == "tool_result":
+            parts.append(f"← {block['tool_call_id']}")
+        else:
+            parts.append(f"[{kind}]")
+    return " ".join(parts)
+
+
+def _surface_note(event: Event) -> str:
+    op = event.surface_op
+    if isinstance(op, dict):
+        return f" [replaces {op['start']}..{op['end']}]"
+    return ""
+
+
+def _describe(event: Event) -> str:
+    """A one-line summary of an event for the timeline."""
+    d = event.data
+    etype = event.type
+    if etype == "turn/start":
+        text = f"turn {d['turn']}"
+    elif etype == "turn/end":
+        text = f"turn {d['turn']} · {d['reason']['kind']}"
+    elif etype in ("step/start", "step/end"):
+        text = f"turn {d['turn']} step {d['step']}"
+    elif etype in ("user/message", "context/message"):
+        text = f"({d['source']['kind']}) {_excerpt(_blocks_text(d['content']))}"
+    elif etype == "assistant/message":
+        usage = d.get("usage")
+        extra = f" · usage {encode_str(usage)}" if usage else ""
+        cut = " · interrupted" if d.get("interrupted") else ""
+        source = f"{d['source']['provider']}/{d['source']['model']}"
+        text = f"{source}: {_excerpt(_blocks_text(d['content']), 60)}{cut}{extra}"
+    elif etype == "tool/call":
+        text = f"{d['call_id']} {d['name']}({_excerpt(d['arguments'], 50)})"
+    elif etype == "tool/result":
+        flag = "error " if d["is_error"] else ""
+        text = f"{d['call_id']} {flag}{_excerpt(_blocks_text(d['content']))}"
+    elif etype == "request/header":
+        config = d["header"]["config"]
+        tools = len(d["header"].get("tools", ()))
+        text = f"{d['reason']} · {config['provider']}/{config['model']} · {tools} tools"
+    elif etype == "request/header-delta":
+        text = "changes " + ", ".join(k for k in ("system", "tools", "config", "prefix") if k in d)
+    elif etype == "compact/summary":
+        text = f"{d['provider']}/{d['model']} max_tokens {d['max_tokens']}"
+    elif etype == "session/end-seed":
+        text = " ".join(f"{k} {v}" for k, v in d.items())
+    else:
+        text = _excerpt(encode_str(d)) if d else ""
+    return text + _surface_note(event)
+
+
+def _rows(events: Sequence[Event], chunks: bool) -> Iterable[tuple[str, str, str, str]]:
+    """Timeline rows; runs of ``assistant/chunk`` fold into one row unless ``chunks``."""
+    i = 0
+    while i < len(events):
+        event = events[i]
+        if event.type == "assistant/chunk" and not chunks:
+            j = i
+            while j < len(events) and events[j].type == "assistant/chunk":
+                j += 1
+            run = events[i:j]
+            kinds = Counter(str(e.data["chunk"]["kind"]) for e in run)
+            detail = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
+            seqs = f"{run[0].seq}-{run[-1].seq}" if len(run) > 1 else str(run[0].seq)
+            yield seqs, _clock(run[0].time), f"assistant/chunk ×{len(run)}", detail
+            i = j
+            continue
+        if event.type == "assistant/chunk":
+            detail = _excerpt(encode_str(event.data["chunk"]))
+        else:
+            detail = _describe(event)
+        yield str(event.seq), _clock(event.time), event.type, detail
+        i += 1
+
+
+def _title(session: Session) -> str:
+    info = session.info
+    parts = [f"session {info.id}", f"created {_clock(info.created, date=True)} UTC"]
+    if info.parent is not None:
+        parts.append(f"forked from {info.parent} (seed {info.seed_length} events)")
+    if info.cwd is not None:
+        parts.append(f"cwd {info.cwd}")
+    return " · ".join(parts)
+
+
+@click.command("show")
+@click.argument("target", metavar="SESSION")
+@store_option
+@click.option("--chunks", is_flag=True, help="List every assistant/chunk event.")
+def show_cmd(target: str, store_dir: Path | None, chunks: bool) -> None:
+    """Print a session's timeline: seq, time (UTC), type and a short summary.
+
+    SESSION is a session id in the store or the path of a session file. Runs
+    of assistant/chunk events are shown as one counted row unless --chunks.
+    """
+    path, session_id = _resolve(target, store_dir)
+    loaded: LoadedSession = (
+        _store(store_dir).load(session_id) if session_id else read_session_file(path)
+    )
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    session = loaded.session
+    table = Table(title=Text(_title(session)), title_justify="left", expand=False)
+    table.add_column("seq", justify="right", no_wrap=True)
+    table.add_column("time", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("summary")
+    for row in _rows(session.events, chunks):
+        table.add_row(*(Text(cell) for cell in row))
+    _console().print(table)
+
+
+# --- sessions ----------------------------------------------------------------
+
+
+@click.command("sessions")
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
+def sessions_cmd(store_dir: Path | None, as_json: bool) -> None:
+    """List stored sessions, newest first."""
+    store = _store(store_dir)
+    summaries = store.list()
+    if as_json:
+        click.echo(encode_str([asdict(s) for s in summaries]))
+        return
+    if not summaries:
+        click.echo(f"no sessions in {store.root}")
+        return
+    table = Table(title=Text(f"sessions in {store.root}"), title_justify="left")
+    table.add_column("id", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("events", justify="right", no_wrap=True)
+    table.add_column("last event (UTC)", no_wrap=True)
+    table.add_column("parent")
+    for s in summaries:
+        if s.error is not None:
+            table.add_row(Text(s.id), Text("unreadable"), Text("?"), Text(s.error), Text(""))
+            continue
+        table.add_row(
+            Text(s.id),
+            Text(_clock(s.created, date=True) if s.created is not None else ""),
+            Text(str(s.events)),
+            Text(_clock(s.last_time, date=True) if s.last_time is not None else ""),
+            Text(s.parent or ""),
+        )
+    _console().print(table)
+
+
+COMMANDS: list[click.Command] = [verify_cmd, show_cmd, sessions_cmd]

@@ -131,7 +131,8 @@ class JsonlStore(SessionStore):
     def exists(self, session_id: str) -> bool:
         return self.path(session_id).is_file()
 
-    def _require(self, session_id: str) -> Path:
+    def locate(self, session_id: str) -> Path:
+        """The path of a stored session; :class:`SessionNotFoundError` if there is none."""
         path = self.path(session_id)
         if not path.is_file():
             raise SessionNotFoundError(
@@ -169,7 +170,7 @@ class JsonlStore(SessionStore):
         return JsonlWriter(session, path=path, fd=fd, size=len(data), lock=lock)
 
     def open(self, session_id: str) -> tuple[Session, JsonlWriter]:
-        path = self._require(session_id)
+        path = self.locate(session_id)
         lock = WriteLock.acquire(self._lock_path(session_id), session_id)
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
@@ -195,7 +196,7 @@ class JsonlStore(SessionStore):
     # --- reading -------------------------------------------------------------
 
     def load(self, session_id: str) -> LoadedSession:
-        path = self._require(session_id)
+        path = self.locate(session_id)
         loaded, _ = self._read(session_id, path, path.read_bytes())
         return loaded
 
