@@ -210,7 +210,10 @@ def freeze(value: Any, *, path: str = "value", _key: str | SupportsIndex | None 
             bad.parts.append(f".{_key}" if isinstance(_key, str) else f"[{_key}]")
         raise JsonValueError(path + "".join(reversed(bad.parts)), bad.problem) from None
     except RecursionError:
-        cycle = _find_cycle(value, set(), path)
+        try:
+            cycle = _find_cycle(value, set(), path)
+        except RecursionError:  # deep but acyclic: the search recursed too far too
+            cycle = None
         if cycle is not None:
             raise JsonValueError(cycle, "value contains itself (a cycle)") from None
         raise JsonValueError(path, "value is nested too deeply") from None
