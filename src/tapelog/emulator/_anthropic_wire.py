@@ -1,0 +1,184 @@
+"""The Anthropic Messages wire: named SSE events, message objects, error bodies.
+
+Pure functions from a resolved reply to response bytes. Blocks come in the
+order a model produces them — thinking (with its signature), text, tool uses —
+and ``message_delta`` carries the cumulative usage (PROVIDERS.md, "Anthropic
+Messages").
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from tapelog._errors import JsonValueError
+from tapelog.emulator._cache import CacheOutcome
+from tapelog.emulator._script import Reply
+from tapelog.emulator._sse import Stream, event_frame, split_even, split_every
+from tapelog.log import decode, encode
+
+__all__ = [
+    "error_body",
+    "error_event",
+    "error_type",
+    "message_body",
+    "overflow_body",
+    "stop_reason",
+    "stream_frames",
+    "usage_of",
+]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def error_body(status: int, message: str, kind: str | None = None, *, request_id: str) -> bytes:
+    error = {"type": kind or error_type(status), "message": message}
+    return encode({"type": "error", "error": error, "request_id": request_id})
+
+
+def overflow_body(prompt_tokens: int, window: int, *, request_id: str) -> bytes:
+    message = f"prompt is too long: {prompt_tokens} tokens > {window} maximum"
+    return error_body(400, message, request_id=request_id)
+
+
+def stop_reason(reply: Reply) -> str:
+    return _STOP[reply.finish_reason]
+
+
+def usage_of(outcome: CacheOutcome, reply: Reply, *, output: int | None = None) -> dict[str, Any]:
+    """``input_tokens`` counts only what follows the cache; the three sum to the prompt."""
+    return {
+        "input_tokens": outcome.uncached,
+        "cache_creation_input_tokens": outcome.write,
+        "cache_read_input_tokens": outcome.read,
+        "output_tokens": reply.output_tokens if output is None else output,
+    }
+
+
+def _signature(reply: Reply) -> str:
+    if reply.signature is not None:
+        return reply.signature
+    return "emu-" + hashlib.sha256(reply.reasoning.encode("utf-8")).hexdigest()[:32]
+
+
+def _input_object(arguments: str) -> Any:
+    """The parsed tool input for non-streamed answers; unparsable scripted text gives {}."""
+    try:
+        value = decode(arguments)
+    except JsonValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _blocks(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.reasoning:
+        blocks.append(
+            {"type": "thinking", "thinking": reply.reasoning, "signature": _signature(reply)}
+        )
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
+    for call in reply.tool_calls:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": _input_object(call.arguments),
+            }
+        )
+    return blocks
+
+
+def _message(
+    reply: Reply, usage: dict[str, Any], *, id: str, model: str, done: bool
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _blocks(reply) if done else [],
+        "stop_reason": stop_reason(reply) if done else None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def message_body(reply: Reply, usage: dict[str, Any], *, id: str, model: str) -> bytes:
+    return encode(_message(reply, usage, id=id, model=model, done=True))
+
+
+def _block_events(index: int, start: dict[str, Any], deltas: list[dict[str, Any]]) -> list[bytes]:
+    frames = [
+        event_frame(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        )
+    ]
+    frames.extend(
+        event_frame(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}
+        )
+        for d in deltas
+    )
+    frames.append(event_frame("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return frames
+
+
+def stream_frames(reply: Reply, outcome: CacheOutcome, *, id: str, model: str) -> Stream:
+    start_usage = usage_of(outcome, reply, output=1)
+    start = {
+        "type": "message_start",
+        "message": _message(reply, start_usage, id=id, model=model, done=False),
+    }
+    opening = [event_frame("message_start", start), event_frame("ping", {"type": "ping"})]
+    body: list[bytes] = []
+    index = 0
+    if reply.reasoning:
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in split_every(reply.reasoning)]
+        deltas.append({"type": "signature_delta", "signature": _signature(reply)})
+        body += _block_events(index, {"type": "thinking", "thinking": "", "signature": ""}, deltas)
+        index += 1
+    if reply.text:
+        deltas = [{"type": "text_delta", "text": p} for p in split_every(reply.text)]
+        body += _block_events(index, {"type": "text", "text": ""}, deltas)
+        index += 1
+    for call in reply.tool_calls:
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p} for p in split_even(call.arguments)
+        ]
+        begin: dict[str, Any] = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+        body += _block_events(index, begin, deltas)
+        index += 1
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
+        "usage": usage_of(outcome, reply),
+    }
+    closing = [
+        event_frame("message_delta", delta),
+        event_frame("message_stop", {"type": "message_stop"}),
+    ]
+    return Stream([], opening + body, closing, opening=len(opening))
+
+
+def error_event(status: int, message: str, kind: str | None = None) -> bytes:
+    """An error inside a stream (e.g. ``overloaded_error``), after which it ends."""
+    return event_frame(
+        "error",
+        {"type": "error", "error": {"type": kind or error_type(status), "message": message}},
+    )

@@ -1,0 +1,183 @@
+"""The OpenAI-compatible chat completions wire, as OpenAI and DeepSeek send it.
+
+Pure functions from a resolved reply to response bytes: the streamed
+``chat.completion.chunk`` frames, the non-streamed ``chat.completion`` object,
+the usage object of each cache rule, and the error bodies. The DeepSeek flavour
+adds ``reasoning_content`` deltas, a ``: keep-alive`` comment first, and its
+``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` usage fields
+(PROVIDERS.md, "OpenAI-compatible chat completions" and "DeepSeek specifics").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tapelog.emulator._cache import CacheOutcome
+from tapelog.emulator._script import Reply
+from tapelog.emulator._sse import Stream, comment_frame, data_frame, split_even, split_every
+from tapelog.log import encode
+
+__all__ = [
+    "completion_body",
+    "error_body",
+    "error_frame",
+    "error_object",
+    "message_of",
+    "overflow_body",
+    "stream_frames",
+    "usage_of",
+]
+
+_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_exceeded"}
+
+
+def error_body(
+    status: int, message: str, kind: str | None = None, code: str | None = None
+) -> bytes:
+    """``{"error": {"message", "type", "param", "code"}}`` as OpenAI answers errors."""
+    return encode({"error": error_object(status, message, kind, code)})
+
+
+def error_object(
+    status: int, message: str, kind: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """The ``error`` object of an OpenAI error answer."""
+    if kind is None:
+        kind = _ERROR_TYPES.get(
+            status, "server_error" if status >= 500 else "invalid_request_error"
+        )
+    if code is None and status == 429:
+        code = "rate_limit_exceeded"
+    return {"message": message, "type": kind, "param": None, "code": code}
+
+
+def error_frame(status: int, message: str, kind: str | None = None) -> bytes:
+    """An error inside a stream: one ``data:`` frame with the error object, then the end."""
+    return data_frame({"error": error_object(status, message, kind)})
+
+
+def overflow_body(prompt_tokens: int, window: int) -> bytes:
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
+    )
+    return encode(
+        {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    )
+
+
+def usage_of(outcome: CacheOutcome, reply: Reply, *, deepseek: bool) -> dict[str, Any]:
+    """OpenAI reports ``cached_tokens``; DeepSeek adds hit/miss counts summing to the prompt."""
+    output = reply.output_tokens
+    usage: dict[str, Any] = {
+        "prompt_tokens": outcome.prompt,
+        "completion_tokens": output,
+        "total_tokens": outcome.prompt + output,
+        "prompt_tokens_details": {"cached_tokens": outcome.read},
+    }
+    if deepseek:
+        usage["prompt_cache_hit_tokens"] = outcome.read
+        usage["prompt_cache_miss_tokens"] = outcome.prompt - outcome.read
+    if reply.reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+    return usage
+
+
+def message_of(reply: Reply, *, reasoning: bool) -> dict[str, Any]:
+    """The assistant message: the non-streamed answer and what a client sends back."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reasoning and reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class _Envelope:
+    id: str
+    created: int
+    model: str
+    include_usage: bool
+
+    def chunk(self, choices: list[Any], usage: Any = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+        if self.include_usage:
+            # With include_usage every chunk carries "usage", null until the last one.
+            out["usage"] = usage
+        return out
+
+    def delta(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return data_frame(self.chunk([choice]))
+
+
+def stream_frames(
+    reply: Reply,
+    usage: dict[str, Any],
+    *,
+    id: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+    deepseek: bool,
+) -> Stream:
+    env = _Envelope(id, created, model, include_usage)
+    opening = [comment_frame("keep-alive")] if deepseek else []
+    body = [env.delta({"role": "assistant", "content": ""})]
+    if deepseek:
+        body.extend(env.delta({"reasoning_content": p}) for p in split_every(reply.reasoning))
+    body.extend(env.delta({"content": p}) for p in split_every(reply.text))
+    for index, call in enumerate(reply.tool_calls):
+        first = {
+            "index": index,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        body.append(env.delta({"tool_calls": [first]}))
+        for piece in split_even(call.arguments):
+            fragment = {"index": index, "function": {"arguments": piece}}
+            body.append(env.delta({"tool_calls": [fragment]}))
+    body.append(env.delta({}, reply.finish_reason))
+    closing = [data_frame(env.chunk([], usage))] if include_usage else []
+    closing.append(data_frame("[DONE]"))
+    return Stream(opening, body, closing, opening=1)
+
+
+def completion_body(
+    reply: Reply, usage: dict[str, Any], *, id: str, created: int, model: str, deepseek: bool
+) -> bytes:
+    choice = {
+        "index": 0,
+        "message": message_of(reply, reasoning=deepseek),
+        "logprobs": None,
+        "finish_reason": reply.finish_reason,
+    }
+    return encode(
+        {
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [choice],
+            "usage": usage,
+        }
+    )
