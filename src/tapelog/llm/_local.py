@@ -292,15 +292,17 @@ class _Model:
                 f"holds {n_ctx}; compact the session or raise n_ctx in the local provider config."
             )
         if should_stop():
-            emit(freeze({"kind": "finish", "reason": "aborted"}))
-            return
+            return  # aborted before anything was evaluated: an empty, interrupted stream
         budget = min(job.max_tokens, n_ctx - len(prompt))
         llama.set_seed(self.seed if job.seed is None else job.seed)
         llama.evaluated = 0
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         scanner = _StopScanner(job.stop)
         cached = output = 0
-        reason = "max_tokens"
+        # None: aborted. Like an HTTP stream cut by abort, the stream then has no
+        # finish chunk (the assembler marks the message interrupted).
+        reason: str | None = "max_tokens"
+        stopped = False
         tokens = llama.generate(
             prompt,
             temp=job.temperature,
@@ -322,23 +324,24 @@ class _Model:
                 if piece:
                     emit(freeze({"kind": "text", "text": piece}))
                 if hit:
-                    reason = "stop"
+                    reason, stopped = "stop", True
                     break
                 if output >= budget:
                     break
                 if should_stop():
-                    reason = "aborted"
+                    reason = None
                     break
         finally:
             tokens.close()
-        if reason != "aborted":
-            tail, hit = scanner.feed(decoder.decode(b"", final=True))
-            tail += "" if hit else scanner.flush()
+        if reason is not None and not stopped:
+            tail, _ = scanner.feed(decoder.decode(b"", final=True))
+            tail += scanner.flush()
             if tail:
                 emit(freeze({"kind": "text", "text": tail}))
         usage = normalise_usage(input=len(prompt) - cached, cache_read=cached, output=output)
         emit(freeze({"kind": "usage", "usage": usage}))
-        emit(freeze({"kind": "finish", "reason": reason}))
+        if reason is not None:
+            emit(freeze({"kind": "finish", "reason": reason}))
 
 
 _MODELS: dict[tuple[str, int, int | None], _Model] = {}
@@ -388,8 +391,9 @@ class LocalClient:
     async def stream(self, request: LlmRequest, *, abort: AbortHandle) -> AsyncIterator[FrozenDict]:
         """Generate in a worker thread; yields text, usage and finish chunks.
 
-        Abort is honoured between tokens: the stream then ends with usage and
-        ``{"kind": "finish", "reason": "aborted"}``.
+        Abort is honoured between tokens: the stream then ends after the usage
+        of what was evaluated, without a finish chunk, as an HTTP stream cut by
+        abort does (nothing at all if the handle fired before generation).
         """
         job = _job_from_body(self.wire.encode_body(request))
         model = await asyncio.to_thread(_model_for, self._settings)
