@@ -2,6 +2,7 @@
 
 import asyncio
 import enum
+import functools
 import threading
 from typing import Annotated, Any, Literal
 
@@ -587,3 +588,24 @@ async def test_toolset_run_dispatches_and_reports_unknown_tools() -> None:
     )
     empty = await Toolset().run("zz", "{}")
     assert empty.content == "there is no tool named 'zz'; available tools: none"
+
+
+async def test_callable_object_with_async_call_is_awaited() -> None:
+    class Greeter:
+        """Greet someone."""
+
+        async def __call__(self, who: str) -> str:
+            return f"hello {who}"
+
+    greet = tool(name="greet")(Greeter())
+    assert greet.description == "Greet someone."
+    assert await greet.run('{"who": "ada"}') == ToolOutcome(content="hello ada")
+
+
+async def test_partial_keeps_the_remaining_parameters() -> None:
+    def scale(factor: int, value: int) -> int:
+        return factor * value
+
+    triple = tool(name="triple", description="Triple a value.")(functools.partial(scale, 3))
+    assert list(triple.parameters["properties"]) == ["value"]
+    assert await triple.run('{"value": 5}') == ToolOutcome(content="15")

@@ -20,7 +20,7 @@ from pathlib import Path
 from tapelog._errors import ToolError
 from tapelog.agent._tools import Toolset, tool
 
-__all__ = ["DEFAULT_MAX_READ_BYTES", "fs_tools"]
+__all__ = ["fs_tools"]
 
 DEFAULT_MAX_READ_BYTES = 256 * 1024
 """read_file refuses larger files: one file should not fill the context window."""

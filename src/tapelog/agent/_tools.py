@@ -15,6 +15,7 @@ Only cancellation (a :class:`BaseException`) passes through.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import typing
@@ -94,7 +95,7 @@ class Tool:
         self.name = name
         summary, arg_docs = _parse_docstring(inspect.getdoc(function) or "")
         self.description = description if description is not None else summary
-        self._is_async = inspect.iscoroutinefunction(function)
+        self._is_async = inspect.iscoroutinefunction(_hinted(function))
         self._params, self._model = _arguments_model(function, name, arg_docs)
         self.parameters: FrozenDict = _json_schema(self._model, name)
         self._schema: FrozenDict = freeze(
@@ -124,6 +125,8 @@ class Tool:
                 result = await self.function(*args, **kwargs)
             else:
                 result = await asyncio.to_thread(self.function, *args, **kwargs)
+                if inspect.isawaitable(result):  # e.g. an object with an async __call__
+                    result = await result
         except Exception as exc:
             message = str(exc)
             # A ToolError is a refusal written for the model: pass its sentence on as is.
@@ -332,7 +335,7 @@ def _arguments_model(
     except (TypeError, ValueError) as exc:
         raise ToolError(f"tool {name} has no readable signature ({exc})") from None
     try:
-        hints = typing.get_type_hints(function, include_extras=True)
+        hints = typing.get_type_hints(_hinted(function), include_extras=True)
     except Exception as exc:
         raise ToolError(
             f"the type hints of tool {name} cannot be resolved ({exc}); "
@@ -378,6 +381,16 @@ def _arguments_model(
     except Exception as exc:
         raise ToolError(f"the parameter types of tool {name} are not supported ({exc})") from None
     return params, typing.cast(type[pydantic.BaseModel], model)
+
+
+def _hinted(function: Callable[..., Any]) -> Callable[..., Any]:
+    """What carries the annotations: the wrapped function of a partial, or ``__call__``."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    if inspect.isroutine(function) or inspect.isclass(function):
+        return function
+    call: Callable[..., Any] = type(function).__call__
+    return call
 
 
 def _json_schema(model: type[pydantic.BaseModel], name: str) -> FrozenDict:
