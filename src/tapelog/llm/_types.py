@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tapelog.llm._pieces import BodyCache
 from tapelog.log import EpochHeader, FrozenDict, FrozenList, freeze
 
 __all__ = [
@@ -76,11 +77,16 @@ class AbortHandle:
 
 
 class WireFormat(Protocol):
-    """A pure serializer: request -> exact HTTP body bytes (same request, same bytes)."""
+    """A pure serializer: request -> exact HTTP body bytes (same request, same bytes).
 
-    name: str
+    ``cache`` (a :class:`tapelog.llm.BodyCache`) lets a wire reuse each surface
+    node's encoded bytes across steps; it never changes the result.
+    """
 
-    def encode_body(self, request: LlmRequest) -> bytes: ...
+    @property
+    def name(self) -> str: ...
+
+    def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes: ...
 
 
 class ProviderClient(Protocol):
@@ -93,7 +99,9 @@ class ProviderClient(Protocol):
     """
 
     provider: str
-    wire: WireFormat
+
+    @property
+    def wire(self) -> WireFormat: ...
 
     def stream(self, request: LlmRequest, *, abort: AbortHandle) -> AsyncIterator[FrozenDict]: ...
 
@@ -124,10 +132,10 @@ def normalise_usage(
     }
     if raw is not None:
         out["raw"] = raw
-    return freeze(out)
+    usage: FrozenDict = freeze(out)
+    return usage
 
 
 def usage_prompt_tokens(usage: Mapping[str, Any]) -> int:
     """Total prompt tokens of a normalised usage object."""
     return int(usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0))
-

@@ -1,0 +1,71 @@
+"""Provider adapters: pure wire serializers, streaming clients and the provider table.
+
+Two wire families (DESIGN §8): OpenAI-compatible chat completions
+(:class:`OpenAIWire`, dialects ``openai``, ``deepseek``, ``compatible``) and
+Anthropic Messages (:class:`AnthropicWire`). Serializing is a pure function of
+the request; the streaming clients send exactly those bytes and yield neutral
+chunks, which :func:`assemble_message` joins into the logged assistant message.
+docs/providers.md documents every mapping and the facts behind it.
+"""
+
+from tapelog.llm._anthropic_stream import anthropic_usage
+from tapelog.llm._anthropic_wire import ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicWire
+from tapelog.llm._assemble import AssembledMessage, assemble_message
+from tapelog.llm._clients import ANTHROPIC_VERSION, AnthropicClient, OpenAIClient
+from tapelog.llm._openai_stream import openai_usage
+from tapelog.llm._openai_wire import (
+    DEFAULT_REASONING_SEND_BACK,
+    MODEL_REASONING_SEND_BACK,
+    OpenAIDialect,
+    OpenAIWire,
+    ReasoningSendBack,
+)
+from tapelog.llm._pieces import BodyCache
+from tapelog.llm._registry import (
+    DEFAULT_MODELS,
+    PROVIDERS,
+    ProviderSpec,
+    make_client,
+    provider_spec,
+    wire_for,
+    wire_named,
+)
+from tapelog.llm._types import (
+    AbortHandle,
+    LlmRequest,
+    ProviderClient,
+    WireFormat,
+    normalise_usage,
+    usage_prompt_tokens,
+)
+
+__all__ = [
+    "ANTHROPIC_DEFAULT_MAX_TOKENS",
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MODELS",
+    "DEFAULT_REASONING_SEND_BACK",
+    "MODEL_REASONING_SEND_BACK",
+    "PROVIDERS",
+    "AbortHandle",
+    "AnthropicClient",
+    "AnthropicWire",
+    "AssembledMessage",
+    "BodyCache",
+    "LlmRequest",
+    "OpenAIClient",
+    "OpenAIDialect",
+    "OpenAIWire",
+    "ProviderClient",
+    "ProviderSpec",
+    "ReasoningSendBack",
+    "WireFormat",
+    "anthropic_usage",
+    "assemble_message",
+    "make_client",
+    "normalise_usage",
+    "openai_usage",
+    "provider_spec",
+    "usage_prompt_tokens",
+    "wire_for",
+    "wire_named",
+]

@@ -1,0 +1,289 @@
+"""Neutral request -> Anthropic Messages body (pure), with cache breakpoints.
+
+Anthropic caches only at ``cache_control`` breakpoints (at most 4), so the
+serializer places them by a fixed rule that needs nothing but the request:
+
+1. the last tool, 2. the system prompt, 3. the last cacheable block of the
+last message (written by this request), 4. the last cacheable block of the
+message before the last assistant turn -- the block that was breakpoint 3 of
+the previous loop request, so this request reads exactly where that one wrote,
+however many blocks the new step added (no reliance on the 20-block lookback).
+
+Thinking blocks cannot carry ``cache_control`` and empty text blocks are not
+cacheable, so "cacheable" skips them. docs/providers.md documents the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tapelog._errors import EventError, HeaderError, JsonValueError
+from tapelog.llm._pieces import BodyCache, json_array, json_object, node_seq_list
+from tapelog.llm._types import LlmRequest
+from tapelog.llm._wire_common import check_extras, refuse_block
+from tapelog.log import FrozenDict, decode, encode, freeze
+
+__all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "AnthropicWire"]
+
+ANTHROPIC_DEFAULT_MAX_TOKENS: Final = 4096
+"""Sent when the config has no ``max_tokens`` (the Messages API requires one)."""
+
+_EPHEMERAL: Final = freeze({"type": "ephemeral"})
+
+_RESERVED: Final = (
+    "model",
+    "max_tokens",
+    "system",
+    "tools",
+    "messages",
+    "temperature",
+    "top_p",
+    "stop_sequences",
+    "stream",
+    # A top-level cache_control adds an automatic breakpoint: with ours that
+    # could exceed the limit of 4, and it would move every request.
+    "cache_control",
+)
+
+_MESSAGES = object()
+
+Block = tuple[FrozenDict, bytes]
+"""A wire block and its canonical bytes (without cache_control)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnthropicWire:
+    """The Anthropic Messages body (``POST /v1/messages``)."""
+
+    name: str = field(default="anthropic", init=False)
+
+    def _fields(self, request: LlmRequest) -> list[tuple[str, Any]]:
+        header = request.header
+        config = header.config
+        check_extras(config.extras, _RESERVED, self.name)
+        for key, extra in (("seed", None), ("reasoning_effort", '{"output_config": {...}}')):
+            if getattr(config, key) is not None:
+                hint = f"; put {extra} in config.extras instead" if extra else ""
+                raise HeaderError(
+                    f"config.{key} has no Anthropic Messages field: leave it unset for the "
+                    f"anthropic provider{hint}."
+                )
+        max_tokens = config.max_tokens
+        fields: list[tuple[str, Any]] = [
+            ("model", config.model),
+            ("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens),
+        ]
+        if header.system:
+            fields.append(
+                ("system", [{"type": "text", "text": header.system, "cache_control": _EPHEMERAL}])
+            )
+        if header.tools:
+            tools = [_tool(t) for t in header.tools]
+            tools[-1]["cache_control"] = _EPHEMERAL
+            fields.append(("tools", tools))
+        fields.append(("messages", _MESSAGES))
+        for key in ("temperature", "top_p"):
+            value = getattr(config, key)
+            if value is not None:
+                fields.append((key, value))
+        if config.stop:
+            fields.append(("stop_sequences", list(config.stop)))
+        fields.append(("stream", True))
+        fields.extend(config.extras.items())
+        return fields
+
+    def message_blocks(self, message: Mapping[str, Any], *, where: str = "message") -> Any:
+        """One neutral message as ``(wire role, blocks)``; the per-node cache piece."""
+        return _map_message(message, where)
+
+    def _groups(
+        self, request: LlmRequest, cache: BodyCache | None
+    ) -> list[tuple[str, list[Block]]]:
+        seqs = node_seq_list(request.messages, request.node_seqs)
+        if cache is not None:
+            cache.bind(("anthropic",))
+        groups: list[tuple[str, list[Block]]] = []
+        for i, (seq, message) in enumerate(zip(seqs, request.messages, strict=True)):
+
+            def make(message: Any = message, i: int = i) -> tuple[str, tuple[Block, ...]]:
+                return _map_message(message, f"messages[{i}]")
+
+            role, mapped = make() if cache is None else cache.piece(seq, message, make)
+            if not mapped:
+                continue
+            if groups and groups[-1][0] == role:
+                groups[-1][1].extend(mapped)
+            else:
+                groups.append((role, list(mapped)))
+        if cache is not None:
+            cache.prune(seqs)
+        for role, blocks in groups:
+            if role == "user":
+                # Tool results must open the user message (stable: order kept).
+                blocks.sort(key=lambda b: b[0]["type"] != "tool_result")
+        return groups
+
+    def build_body(self, request: LlmRequest) -> FrozenDict:
+        """The body object in one piece (``encode`` of it == :meth:`encode_body`)."""
+        groups = self._groups(request, None)
+        marks = _breakpoints(groups)
+        messages = [
+            {
+                "role": role,
+                "content": [
+                    {**b[0], "cache_control": _EPHEMERAL} if (g, j) in marks else b[0]
+                    for j, b in enumerate(blocks)
+                ],
+            }
+            for g, (role, blocks) in enumerate(groups)
+        ]
+        body = {k: (messages if v is _MESSAGES else v) for k, v in self._fields(request)}
+        out: FrozenDict = freeze(body, path="body")
+        return out
+
+    def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:
+        """The exact HTTP body: same request, same bytes (with or without ``cache``)."""
+        groups = self._groups(request, cache)
+        marks = _breakpoints(groups)
+        role_key = encode("role")
+        pieces = []
+        for g, (role, blocks) in enumerate(groups):
+            content = json_array(
+                encode({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
+                for j, b in enumerate(blocks)
+            )
+            pieces.append(b"{" + role_key + b":" + encode(role) + b',"content":' + content + b"}")
+        messages = json_array(pieces)
+        return json_object(
+            (k, messages if v is _MESSAGES else encode(v, path=f"body.{k}"))
+            for k, v in self._fields(request)
+        )
+
+
+def _cacheable(block: Mapping[str, Any]) -> bool:
+    btype = block["type"]
+    if btype in ("thinking", "redacted_thinking"):
+        return False
+    return not (btype == "text" and not block["text"])
+
+
+def _last_cacheable(groups: Sequence[tuple[str, list[Block]]], g: int) -> tuple[int, int] | None:
+    blocks = groups[g][1]
+    for j in range(len(blocks) - 1, -1, -1):
+        if _cacheable(blocks[j][0]):
+            return (g, j)
+    return None
+
+
+def _breakpoints(groups: Sequence[tuple[str, list[Block]]]) -> set[tuple[int, int]]:
+    """Message-level breakpoints: the last message, and the previous request's last one."""
+    marks: set[tuple[int, int]] = set()
+    if not groups:
+        return marks
+    last = _last_cacheable(groups, len(groups) - 1)
+    if last is not None:
+        marks.add(last)
+    assistants = [g for g, (role, _) in enumerate(groups) if role == "assistant"]
+    if assistants and assistants[-1] >= 1:
+        previous = _last_cacheable(groups, assistants[-1] - 1)
+        if previous is not None:
+            marks.add(previous)
+    return marks
+
+
+def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    # Schema key order is the user's: a provider caches rendered tokens.
+    out: dict[str, Any] = {"name": tool["name"]}
+    if "description" in tool:
+        out["description"] = tool["description"]
+    out["input_schema"] = tool.get("parameters", {"type": "object", "properties": {}})
+    for key, value in tool.items():
+        if key not in ("name", "description", "parameters"):
+            out[key] = value
+    return out
+
+
+def _map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Block, ...]]:
+    role = message["role"]
+    wire_role = "user" if role == "tool" else role
+    blocks: list[Block] = []
+    for i, block in enumerate(message["content"]):
+        at = f"{where}.content[{i}]"
+        mapped = _map_block(role, block, at)
+        if mapped is not None:
+            frozen = freeze(mapped, path=at)
+            blocks.append((frozen, encode(frozen)))
+    return wire_role, tuple(blocks)
+
+
+def _map_block(role: str, block: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    btype = block["type"]
+    if role == "assistant" and btype == "text":
+        return {"type": "text", "text": block["text"]}
+    if role == "assistant" and btype == "reasoning":
+        if "data" in block:
+            return {"type": "redacted_thinking", "data": block["data"]}
+        if "signature" in block:
+            return {"type": "thinking", "thinking": block["text"], "signature": block["signature"]}
+        # Reasoning without a signature came from another provider; Anthropic
+        # would reject it, and it was never part of an Anthropic prompt.
+        return None
+    if role == "assistant" and btype == "tool_call":
+        return {
+            "type": "tool_use",
+            "id": block["id"],
+            "name": block["name"],
+            "input": _tool_input(block["arguments"], where),
+        }
+    if role == "user" and btype == "text":
+        return {"type": "text", "text": block["text"]}
+    if role in ("user", "tool") and btype == "image":
+        return _image(block)
+    if role in ("user", "tool") and btype == "tool_result":
+        content = block["content"]
+        out: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": block["tool_call_id"],
+            "content": content
+            if isinstance(content, str)
+            else [_tool_result_part(p, f"{where}.content[{k}]") for k, p in enumerate(content)],
+        }
+        if block["is_error"]:
+            out["is_error"] = True
+        return out
+    raise refuse_block("anthropic", role, block, where)
+
+
+def _tool_result_part(part: Mapping[str, Any], where: str) -> dict[str, Any]:
+    if part.get("type") == "text":
+        return {"type": "text", "text": part["text"]}
+    if part.get("type") == "image":
+        return _image(part)
+    raise refuse_block("anthropic", "tool", part, where)
+
+
+def _image(block: Mapping[str, Any]) -> dict[str, Any]:
+    if "url" in block and "data" not in block:
+        return {"type": "image", "source": {"type": "url", "url": block["url"]}}
+    source = {"type": "base64", "media_type": block["media_type"], "data": block["data"]}
+    return {"type": "image", "source": source}
+
+
+def _tool_input(arguments: str, where: str) -> Any:
+    # Parsed once, key order preserved: the bytes re-encode as the model wrote them
+    # modulo insignificant whitespace.
+    try:
+        value = decode(arguments, path=f"{where}.arguments")
+    except JsonValueError as exc:
+        raise EventError(
+            f"{where}.arguments is not valid JSON ({exc.problem}); the anthropic wire sends "
+            "tool inputs as JSON objects, so this call cannot be replayed to Anthropic."
+        ) from None
+    if not isinstance(value, dict):
+        raise EventError(
+            f"{where}.arguments is JSON but not an object; the anthropic wire sends tool "
+            "inputs as JSON objects, so this call cannot be replayed to Anthropic."
+        )
+    return value

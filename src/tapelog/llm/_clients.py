@@ -1,0 +1,195 @@
+"""Streaming provider clients: OpenAI-compatible chat completions and Anthropic Messages.
+
+A client sends exactly ``wire.encode_body(request)`` -- the bytes the audit
+path rebuilds from the log -- and turns the Server-Sent Events that come back
+into neutral chunks. It holds its own :class:`BodyCache`, so a step encodes
+only the messages that are new since the last one.
+
+The API key is read from the environment (or an injected mapping, for tests)
+at send time, put only into a request header, and redacted from any error
+text; it never reaches a chunk, an error message or the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Final, Protocol
+
+import httpx
+from httpx_sse import ServerSentEvent
+
+from tapelog.llm._anthropic_stream import AnthropicStreamParser
+from tapelog.llm._anthropic_wire import AnthropicWire
+from tapelog.llm._http import resolve_api_key, stream_sse
+from tapelog.llm._openai_stream import OpenAIStreamParser
+from tapelog.llm._openai_wire import OpenAIWire
+from tapelog.llm._pieces import BodyCache
+from tapelog.llm._types import AbortHandle, LlmRequest
+from tapelog.log import FrozenDict
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient"]
+
+ANTHROPIC_VERSION: Final = "2023-06-01"
+"""The ``anthropic-version`` header sent with every Messages request."""
+
+
+class _Parser(Protocol):
+    done: bool
+
+    def feed(self, event: ServerSentEvent) -> list[FrozenDict]: ...
+
+    def end(self) -> list[FrozenDict]: ...
+
+
+class _SseClient:
+    """What both families share: key, body, transport, abort and the end rule."""
+
+    wire: OpenAIWire | AnthropicWire
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        http_client: httpx.AsyncClient,
+        base_url: str,
+        api_key_env: str | None,
+        key_required: bool,
+        env: Mapping[str, str] | None,
+        cache: BodyCache | None,
+    ) -> None:
+        self.provider = provider
+        self.http = http_client
+        self.base_url = base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.key_required = key_required
+        self._env = env
+        self.cache = cache if cache is not None else BodyCache()
+
+    def _url(self) -> str:
+        raise NotImplementedError
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _parser(self) -> _Parser:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (only needed when this client created it)."""
+        await self.http.aclose()
+
+    async def stream(self, request: LlmRequest, *, abort: AbortHandle) -> AsyncIterator[FrozenDict]:
+        """Send ``request`` and yield neutral chunks; ``finish`` comes last.
+
+        On abort the stream stops at once, without a ``finish`` chunk (the
+        assembled message is then ``interrupted``). A stream cut before the
+        provider's end marker raises a retryable :class:`ProviderError` after
+        the chunks that did arrive.
+        """
+        env = self._env if self._env is not None else os.environ
+        key = resolve_api_key(self.provider, self.api_key_env, env, required=self.key_required)
+        body = self.wire.encode_body(request, cache=self.cache)
+        parser = self._parser()
+        events = stream_sse(
+            self.http,
+            provider=self.provider,
+            url=self._url(),
+            headers=self._headers(key),
+            body=body,
+            abort=abort,
+            secret=key,
+        )
+        async with contextlib.aclosing(events):
+            async for event in events:
+                for chunk in parser.feed(event):
+                    yield chunk
+                if parser.done or abort.aborted:
+                    break
+        if abort.aborted:
+            return
+        for chunk in parser.end():
+            yield chunk
+
+
+class OpenAIClient(_SseClient):
+    """``POST {base_url}/chat/completions`` (the base URL includes the version path)."""
+
+    def __init__(
+        self,
+        *,
+        http_client: httpx.AsyncClient,
+        base_url: str,
+        provider: str = "openai",
+        wire: OpenAIWire | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        key_required: bool = True,
+        env: Mapping[str, str] | None = None,
+        cache: BodyCache | None = None,
+    ) -> None:
+        super().__init__(
+            provider=provider,
+            http_client=http_client,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            key_required=key_required,
+            env=env,
+            cache=cache,
+        )
+        self.wire: OpenAIWire = wire if wire is not None else OpenAIWire(dialect="openai")
+
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        return headers
+
+    def _parser(self) -> _Parser:
+        return OpenAIStreamParser(self.provider)
+
+
+class AnthropicClient(_SseClient):
+    """``POST {base_url}/v1/messages`` (the base URL is the API root)."""
+
+    def __init__(
+        self,
+        *,
+        http_client: httpx.AsyncClient,
+        base_url: str = "https://api.anthropic.com",
+        provider: str = "anthropic",
+        wire: AnthropicWire | None = None,
+        api_key_env: str | None = "ANTHROPIC_API_KEY",
+        key_required: bool = True,
+        env: Mapping[str, str] | None = None,
+        cache: BodyCache | None = None,
+    ) -> None:
+        super().__init__(
+            provider=provider,
+            http_client=http_client,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            key_required=key_required,
+            env=env,
+            cache=cache,
+        )
+        self.wire: AnthropicWire = wire if wire is not None else AnthropicWire()
+
+    def _url(self) -> str:
+        return f"{self.base_url}/v1/messages"
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def _parser(self) -> _Parser:
+        return AnthropicStreamParser(self.provider)

@@ -1,0 +1,202 @@
+"""The HTTP edge shared by the streaming clients: send, map errors, read SSE.
+
+Both provider families POST the serializer's exact bytes and read Server-Sent
+Events back; what differs is the URL, the headers and how events become
+chunks. This module owns the part that is the same: an injected
+``httpx.AsyncClient`` (so the emulator plugs in as an ASGI transport and tests
+as ``httpx.MockTransport``), errors mapped to :class:`ProviderError` with
+status, body excerpt and request id (never the API key), and an abort that
+is raced against every read so a stop takes effect at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Mapping
+from typing import Any, TypeVar
+
+import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
+
+from tapelog._errors import ContextOverflowError, ProviderError
+from tapelog.llm._types import AbortHandle
+from tapelog.log import decode
+
+__all__ = ["Aborted", "error_from_response", "resolve_api_key", "stream_sse"]
+
+T = TypeVar("T")
+
+_EXCERPT = 300
+_OVERFLOW_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "prompt is too long",
+    "too many tokens",
+)
+
+
+class Aborted(Exception):
+    """Internal: the abort handle fired while waiting."""
+
+
+def resolve_api_key(
+    provider: str, env_var: str | None, env: Mapping[str, str], *, required: bool
+) -> str | None:
+    """The API key from the environment; a clear error before any network if missing."""
+    key = env.get(env_var) if env_var else None
+    if key:
+        return key
+    if required:
+        raise ProviderError(
+            f"The {provider} provider needs an API key: set {env_var} in the environment "
+            "(keys are read from the environment only and never logged)."
+        )
+    return None
+
+
+def _excerpt(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, "***")
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…"
+
+
+def _error_fields(text: str) -> tuple[str, str]:
+    """The provider's error message and code/type, when the body is the usual JSON."""
+    try:
+        body: Any = decode(text)
+    except Exception:
+        return "", ""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code") or error.get("type") or ""
+        return (message if isinstance(message, str) else ""), str(code)
+    if isinstance(error, str):
+        return error, ""
+    return "", ""
+
+
+def error_from_response(
+    provider: str, status: int, text: str, headers: httpx.Headers, secret: str | None
+) -> ProviderError:
+    """A non-2xx answer as a ProviderError (or ContextOverflowError)."""
+    request_id = headers.get("x-request-id") or headers.get("request-id")
+    excerpt = _excerpt(text, secret)
+    message, code = _error_fields(text)
+    rid = f" (request id {request_id})" if request_id else ""
+    probe = f"{code} {message or text}".lower()
+    if status in (400, 413) and any(marker in probe for marker in _OVERFLOW_MARKERS):
+        return ContextOverflowError(
+            f"{provider} rejected the request as too long for the model (HTTP {status}): "
+            f"{excerpt}{rid}. Compact the session or use a model with a larger context.",
+            status=status,
+            body=excerpt,
+            request_id=request_id,
+            retryable=False,
+        )
+    retryable = status in (408, 409, 429) or status >= 500
+    if status == 429:
+        advice = "Rate limited; wait and retry, or lower the request rate."
+    elif status in (401, 403):
+        advice = "Check that the API key in the environment is valid for this provider."
+    elif retryable:
+        advice = "The provider had a server-side problem; retrying may help."
+    else:
+        advice = "Fix the request or the provider settings named in the message."
+    return ProviderError(
+        f"{provider} answered HTTP {status}: {excerpt}{rid}. {advice}",
+        status=status,
+        body=excerpt,
+        request_id=request_id,
+        retryable=retryable,
+    )
+
+
+async def _race(awaitable: Awaitable[T], abort_task: asyncio.Future[None]) -> T:
+    """Await ``awaitable`` unless the abort fires first (then raise :class:`Aborted`)."""
+    task: asyncio.Future[T] = asyncio.ensure_future(awaitable)
+    waiting: set[asyncio.Future[Any]] = {task, abort_task}
+    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
+    raise Aborted
+
+
+def _transport_error(provider: str, exc: httpx.HTTPError) -> ProviderError:
+    if isinstance(exc, httpx.TimeoutException):
+        what = "timed out"
+    else:
+        what = f"failed ({type(exc).__name__}: {exc})"
+    return ProviderError(
+        f"The connection to {provider} {what}; check the network and base URL, "
+        "or retry (this error is retryable).",
+        retryable=True,
+    )
+
+
+async def stream_sse(
+    http: httpx.AsyncClient,
+    *,
+    provider: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    abort: AbortHandle,
+    secret: str | None,
+) -> AsyncGenerator[ServerSentEvent, None]:
+    """POST ``body`` and yield its Server-Sent Events until the stream ends or aborts.
+
+    Comments (``:`` lines) and unknown fields never reach the caller (httpx-sse
+    drops them). On abort the iteration simply stops and the response is closed.
+    """
+    if abort.aborted:
+        return
+    abort_task: asyncio.Future[None] = asyncio.ensure_future(abort.wait())
+    response: httpx.Response | None = None
+    try:
+        request = http.build_request("POST", url, content=body, headers=dict(headers))
+        try:
+            response = await _race(http.send(request, stream=True), abort_task)
+        except Aborted:
+            return
+        except httpx.HTTPError as exc:
+            raise _transport_error(provider, exc) from exc
+        if not 200 <= response.status_code < 300:
+            try:
+                text = (await _race(response.aread(), abort_task)).decode("utf-8", "replace")
+            except Aborted:
+                return
+            except httpx.HTTPError:
+                text = ""
+            raise error_from_response(
+                provider, response.status_code, text, response.headers, secret
+            )
+        events = EventSource(response).aiter_sse()
+        try:
+            while True:
+                try:
+                    event = await _race(anext(events), abort_task)
+                except (Aborted, StopAsyncIteration):
+                    return
+                except SSEError as exc:
+                    raise ProviderError(
+                        f"{provider} did not answer with an event stream ({exc}); "
+                        "check that the base URL points at the provider's API.",
+                        status=response.status_code,
+                    ) from exc
+                except httpx.HTTPError as exc:
+                    raise _transport_error(provider, exc) from exc
+                yield event
+        finally:
+            with contextlib.suppress(BaseException):
+                await events.aclose()
+    finally:
+        abort_task.cancel()
+        if response is not None:
+            await response.aclose()

@@ -1,0 +1,147 @@
+"""OpenAI-compatible stream events -> neutral chunks (pure, one parser per stream).
+
+Frames are ``data: {json}`` ending with ``data: [DONE]``; the usage arrives in
+a last frame whose ``choices`` is empty. Tool calls stream as deltas joined by
+``index``; the first fragment carries ``id`` and ``function.name``.
+Unknown fields (OpenAI's ``obfuscation``, provider extensions) are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from httpx_sse import ServerSentEvent
+
+from tapelog._errors import JsonValueError, ProviderError
+from tapelog.llm._types import normalise_usage
+from tapelog.log import FrozenDict, decode, freeze
+
+__all__ = ["OpenAIStreamParser", "openai_usage"]
+
+_FINISH: Final[Mapping[str, str]] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "max_tokens",
+}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def openai_usage(usage: Mapping[str, Any]) -> FrozenDict:
+    """Normalise an OpenAI-family usage object to disjoint counts.
+
+    OpenAI, vLLM and SGLang report ``prompt_tokens_details.cached_tokens``
+    (newer OpenAI models also ``cache_write_tokens``); DeepSeek reports
+    ``prompt_cache_hit_tokens`` + ``prompt_cache_miss_tokens`` = ``prompt_tokens``.
+    ``reasoning`` is the part of ``output`` spent on reasoning.
+    """
+    prompt = _int(usage.get("prompt_tokens"))
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, Mapping) else {}
+    completion = usage.get("completion_tokens_details")
+    completion = completion if isinstance(completion, Mapping) else {}
+    if "prompt_cache_hit_tokens" in usage:
+        cached = _int(usage.get("prompt_cache_hit_tokens"))
+        write = 0
+        uncached = (
+            _int(usage.get("prompt_cache_miss_tokens"))
+            if "prompt_cache_miss_tokens" in usage
+            else max(prompt - cached, 0)
+        )
+    else:
+        cached = _int(details.get("cached_tokens"))
+        write = _int(details.get("cache_write_tokens")) or _int(usage.get("cache_write_tokens"))
+        uncached = max(prompt - cached - write, 0)
+    return normalise_usage(
+        input=uncached,
+        cache_read=cached,
+        cache_write=write,
+        output=_int(usage.get("completion_tokens")),
+        reasoning=_int(completion.get("reasoning_tokens")),
+        raw=usage,
+    )
+
+
+class OpenAIStreamParser:
+    """Feed it server-sent events; it returns the neutral chunks each one makes."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.done = False
+        self._finish: str | None = None
+
+    def feed(self, event: ServerSentEvent) -> list[FrozenDict]:
+        data = event.data
+        if data.strip() == "[DONE]":
+            self.done = True
+            return []
+        if not data.strip():
+            return []
+        try:
+            frame = decode(data, path="event")
+        except JsonValueError as exc:
+            raise ProviderError(
+                f"{self.provider} sent a stream event that is not JSON ({exc.problem}); "
+                "retrying may help.",
+                retryable=True,
+            ) from None
+        if not isinstance(frame, dict):
+            return []
+        if frame.get("error"):
+            raise self._stream_error(frame["error"])
+        out: list[dict[str, Any]] = []
+        choices = frame.get("choices") or []
+        for choice in choices[:1]:
+            self._choice(choice, out)
+        usage = frame.get("usage")
+        if isinstance(usage, dict):
+            out.append({"kind": "usage", "usage": openai_usage(usage)})
+        return [freeze(chunk) for chunk in out]
+
+    def _choice(self, choice: Mapping[str, Any], out: list[dict[str, Any]]) -> None:
+        delta = choice.get("delta") or {}
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")  # vLLM and Ollama spell it so
+        if isinstance(reasoning, str) and reasoning:
+            out.append({"kind": "reasoning", "text": reasoning})
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            out.append({"kind": "text", "text": text})
+        for position, call in enumerate(delta.get("tool_calls") or ()):
+            piece: dict[str, Any] = {"kind": "tool_call", "index": call.get("index", position)}
+            if call.get("id"):
+                piece["id"] = call["id"]
+            function = call.get("function") or {}
+            if function.get("name"):
+                piece["name"] = function["name"]
+            arguments = function.get("arguments")
+            piece["arguments"] = arguments if isinstance(arguments, str) else ""
+            out.append(piece)
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            self._finish = reason
+
+    def _stream_error(self, error: Any) -> ProviderError:
+        message = error.get("message") if isinstance(error, dict) else error
+        return ProviderError(
+            f"{self.provider} reported an error in the middle of the stream: {message}. "
+            "Retrying may help.",
+            body=str(message)[:300],
+            retryable=True,
+        )
+
+    def end(self) -> list[FrozenDict]:
+        """The closing ``finish`` chunk; raises if the stream was cut before one."""
+        if self._finish is None:
+            raise ProviderError(
+                f"The {self.provider} stream ended before the model finished (no finish "
+                "reason arrived); the partial answer is logged and the request can be retried.",
+                retryable=True,
+            )
+        reason = _FINISH.get(self._finish, "error")
+        return [freeze({"kind": "finish", "reason": reason, "raw": self._finish})]

@@ -1,0 +1,244 @@
+"""Neutral request -> OpenAI-compatible chat completions body (pure).
+
+One serializer, three dialects: ``openai`` (api.openai.com: the token limit is
+``max_completion_tokens``), ``deepseek`` (``max_tokens``, reasoning sent back
+as ``reasoning_content`` by a per-model rule) and ``compatible`` (vLLM,
+llama.cpp, Ollama, SGLang, the emulator: ``max_tokens``). Key order is fixed
+here and documented in docs/providers.md, because the bytes are what an
+auditor compares and what a prompt cache sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from tapelog.llm._pieces import BodyCache, json_array, json_object, node_seq_list
+from tapelog.llm._types import LlmRequest
+from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
+from tapelog.log import FrozenDict, encode, freeze
+
+__all__ = [
+    "DEFAULT_REASONING_SEND_BACK",
+    "MODEL_REASONING_SEND_BACK",
+    "OpenAIDialect",
+    "OpenAIWire",
+    "ReasoningSendBack",
+]
+
+OpenAIDialect = Literal["openai", "deepseek", "compatible"]
+
+ReasoningSendBack = Literal["never", "present", "tool_turns"]
+"""When logged reasoning goes back as ``reasoning_content`` on assistant messages.
+
+``never``: not sent. ``present``: on every assistant message that has
+reasoning. ``tool_turns``: on every assistant message with tool calls (an empty
+string when none was logged), and nowhere else.
+"""
+
+DEFAULT_REASONING_SEND_BACK: Final[Mapping[str, ReasoningSendBack]] = {
+    # Chat completions has no reasoning input field.
+    "openai": "never",
+    # DeepSeek thinking mode needs reasoning_content back on tool-call turns
+    # (400 otherwise) and ignores it on other turns (api-docs.deepseek.com,
+    # guides/thinking_mode): sending what the log holds is always accepted.
+    "deepseek": "present",
+    # Unknown servers: send nothing they might reject.
+    "compatible": "never",
+}
+
+MODEL_REASONING_SEND_BACK: Final[Mapping[tuple[str, str], ReasoningSendBack]] = {
+    # The original deepseek-reasoner answers 400 when reasoning_content is in
+    # the input (api-docs.deepseek.com, guides/reasoning_model).
+    ("deepseek", "deepseek-reasoner"): "never",
+}
+
+_TOKEN_FIELD: Final[Mapping[str, str]] = {
+    "openai": "max_completion_tokens",
+    "deepseek": "max_tokens",
+    "compatible": "max_tokens",
+}
+
+_RESERVED: Final = (
+    "model",
+    "messages",
+    "tools",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "reasoning_effort",
+    "stream",
+    "stream_options",
+)
+
+_MESSAGES = object()  # placeholder for the messages array in the field list
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenAIWire:
+    """The OpenAI-compatible chat completions body, for one dialect.
+
+    ``send_back`` overrides the reasoning send-back rule for every model;
+    ``None`` uses the documented default table (:data:`MODEL_REASONING_SEND_BACK`,
+    then :data:`DEFAULT_REASONING_SEND_BACK`).
+    """
+
+    dialect: OpenAIDialect = "openai"
+    send_back: ReasoningSendBack | None = None
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.dialect not in _TOKEN_FIELD:
+            raise ValueError(f"unknown OpenAI dialect {self.dialect!r}")
+        object.__setattr__(self, "name", self.dialect)
+
+    def send_back_for(self, model: str) -> ReasoningSendBack:
+        """The reasoning send-back rule in force for ``model``."""
+        if self.send_back is not None:
+            return self.send_back
+        return MODEL_REASONING_SEND_BACK.get(
+            (self.dialect, model), DEFAULT_REASONING_SEND_BACK[self.dialect]
+        )
+
+    # --- the body ---------------------------------------------------------
+
+    def _fields(self, request: LlmRequest) -> list[tuple[str, Any]]:
+        config = request.header.config
+        check_extras(config.extras, _RESERVED, self.name)
+        fields: list[tuple[str, Any]] = [("model", config.model), ("messages", _MESSAGES)]
+        if request.header.tools:
+            fields.append(("tools", [_tool(t) for t in request.header.tools]))
+        if config.max_tokens is not None:
+            fields.append((_TOKEN_FIELD[self.dialect], config.max_tokens))
+        for key in ("temperature", "top_p", "seed"):
+            value = getattr(config, key)
+            if value is not None:
+                fields.append((key, value))
+        if config.stop:
+            fields.append(("stop", list(config.stop)))
+        if config.reasoning_effort is not None:
+            fields.append(("reasoning_effort", config.reasoning_effort))
+        fields.append(("stream", True))
+        fields.append(("stream_options", {"include_usage": True}))
+        fields.extend(config.extras.items())
+        return fields
+
+    def _system(self, request: LlmRequest) -> list[dict[str, Any]]:
+        system = request.header.system
+        return [{"role": "system", "content": system}] if system else []
+
+    def message(self, message: Mapping[str, Any], *, model: str, where: str = "message") -> Any:
+        """One neutral message as its wire object (frozen)."""
+        return freeze(_message(self.name, message, self.send_back_for(model), where))
+
+    def build_body(self, request: LlmRequest) -> FrozenDict:
+        """The body object, built in one piece (``encode`` of it == :meth:`encode_body`)."""
+        model = request.header.config.model
+        messages = [*self._system(request)] + [
+            self.message(m, model=model, where=f"messages[{i}]")
+            for i, m in enumerate(request.messages)
+        ]
+        body = {k: (messages if v is _MESSAGES else v) for k, v in self._fields(request)}
+        out: FrozenDict = freeze(body, path="body")
+        return out
+
+    def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:
+        """The exact HTTP body: same request, same bytes (with or without ``cache``)."""
+        model = request.header.config.model
+        rule = self.send_back_for(model)
+        seqs = node_seq_list(request.messages, request.node_seqs)
+        pieces = [encode(m) for m in self._system(request)]
+        if cache is not None:
+            cache.bind(("openai", self.dialect, rule))
+        for i, (seq, message) in enumerate(zip(seqs, request.messages, strict=True)):
+
+            def make(message: Any = message, i: int = i) -> bytes:
+                return encode(_message(self.name, message, rule, f"messages[{i}]"))
+
+            if cache is None:
+                pieces.append(make())
+            else:
+                pieces.append(cache.piece(seq, message, make))
+        if cache is not None:
+            cache.prune(seqs)
+        messages = json_array(pieces)
+        return json_object(
+            (k, messages if v is _MESSAGES else encode(v, path=f"body.{k}"))
+            for k, v in self._fields(request)
+        )
+
+
+def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    # Schema key order is the user's: a provider caches rendered tokens.
+    function: dict[str, Any] = {"name": tool["name"]}
+    for key, value in tool.items():
+        if key != "name":
+            function[key] = value
+    return {"type": "function", "function": function}
+
+
+def _message(wire: str, message: Mapping[str, Any], rule: str, where: str) -> dict[str, Any]:
+    role = message["role"]
+    content: Sequence[Mapping[str, Any]] = message["content"]
+    if role == "user":
+        return {"role": "user", "content": _user_content(wire, content, where)}
+    if role == "assistant":
+        return _assistant(wire, content, rule, where)
+    if role == "tool":
+        block = content[0]
+        return {
+            "role": "tool",
+            "tool_call_id": block["tool_call_id"],
+            "content": tool_result_text(block, wire, f"{where}.content[0]"),
+        }
+    raise refuse_block(wire, str(role), {"type": "message"}, where)
+
+
+def _user_content(wire: str, content: Sequence[Mapping[str, Any]], where: str) -> Any:
+    if not content:
+        return ""
+    if len(content) == 1 and content[0]["type"] == "text":
+        return content[0]["text"]
+    parts: list[dict[str, Any]] = []
+    for i, block in enumerate(content):
+        if block["type"] == "text":
+            parts.append({"type": "text", "text": block["text"]})
+        elif block["type"] == "image":
+            url = block.get("url")
+            if url is None:
+                url = f"data:{block['media_type']};base64,{block['data']}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            raise refuse_block(wire, "user", block, f"{where}.content[{i}]")
+    return parts
+
+
+def _assistant(
+    wire: str, content: Sequence[Mapping[str, Any]], rule: str, where: str
+) -> dict[str, Any]:
+    calls: list[dict[str, Any]] = []
+    for i, block in enumerate(content):
+        btype = block["type"]
+        if btype == "tool_call":
+            calls.append(
+                {
+                    "id": block["id"],
+                    "type": "function",
+                    # arguments go back verbatim: the log's string is what the model wrote.
+                    "function": {"name": block["name"], "arguments": block["arguments"]},
+                }
+            )
+        elif btype not in ("text", "reasoning"):
+            raise refuse_block(wire, "assistant", block, f"{where}.content[{i}]")
+    text = joined_text(content, "text")
+    out: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    has_reasoning = any(b["type"] == "reasoning" for b in content)
+    if (rule == "present" and has_reasoning) or (rule == "tool_turns" and calls):
+        out["reasoning_content"] = joined_text(content, "reasoning")
+    if calls:
+        out["tool_calls"] = calls
+    return out
