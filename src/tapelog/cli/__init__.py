@@ -13,12 +13,12 @@ from collections.abc import Sequence
 import click
 
 from tapelog import __version__
-from tapelog.cli._common import DebugGroup
+from tapelog.cli import _common
 
 __all__ = ["cli", "main"]
 
 
-@click.group(cls=DebugGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_common.DebugGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tapelog")
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors (allowed anywhere).")
 @click.pass_context
