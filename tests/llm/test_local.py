@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tapelog._errors import ContextOverflowError, ProviderError
+from tapelog.llm import make_client, wire_for
 from tapelog.llm._local import LocalClient, _StopScanner
 from tapelog.llm._types import AbortHandle, LlmRequest, usage_prompt_tokens
 from tapelog.log import EpochHeader, FrozenDict, LlmCallConfig
@@ -125,6 +126,14 @@ async def test_stop_string_cuts_the_text_and_max_tokens_caps_it(client: LocalCli
     assert capped.reason == "max_tokens"
     assert capped.usage["output"] == 2
     assert full.text.startswith(capped.text)
+
+
+async def test_the_registry_builds_it_and_its_bytes_are_the_audit_wires_bytes() -> None:
+    req = request([user("Hi")], temperature=0.0, stop=("\n",))
+    client = make_client(req.config, options={"n_ctx": 2048})
+    assert isinstance(client, LocalClient)
+    assert client.provider == "local"
+    assert client.wire.encode_body(req) == wire_for(req.config).encode_body(req)
 
 
 def test_stop_strings_are_held_back_across_token_boundaries() -> None:
