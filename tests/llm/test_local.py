@@ -113,6 +113,15 @@ async def test_greedy_output_is_deterministic(client: LocalClient) -> None:
     assert 0 < cached.usage["cache_read"] <= usage_prompt_tokens(cached.usage)
 
 
+async def test_sampling_with_a_seed_is_reproducible(client: LocalClient) -> None:
+    req = request([user("Name a colour.")], temperature=1.0, seed=7)
+    first = await answer(client, req)
+    await client.reset_cache()
+    again = await answer(client, req)
+    assert first.text.strip()
+    assert again.text == first.text
+
+
 async def test_stop_string_cuts_the_text_and_max_tokens_caps_it(client: LocalClient) -> None:
     messages = [user("Describe the sea in a few words.")]
     full = await answer(client, request(messages))

