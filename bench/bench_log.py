@@ -1,0 +1,203 @@
+"""Benchmark of the session-log core; run by hand, prints one JSON object.
+
+    .venv/bin/python bench/bench_log.py
+
+* ``append``: events per second for a realistic mix (user prompts, streamed
+  chunks, assistant messages with tool calls, tool results, turn/step markers),
+  payloads built beforehand so only ``Session.append`` is timed.
+* ``derive``: the cost of ``Session.derive_messages()`` per *new* event, with
+  1k, 10k and 100k events of history already projected. The cache projects
+  each surface node once, so the cost must not grow with history: the
+  ``ratio_100k_1k`` should stay near 1; what growth there is comes from
+  copying the message references into the fresh list each call returns
+  (``list_copy_us_*``).
+* ``store_load``: ``JsonlStore.load`` of the 100k-event session against a plain
+  ``orjson.loads`` of every line of the same file (skipped if there is no store).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from tapelog.log import Session, encode_str
+
+SIZES = (1_000, 10_000, 100_000)
+BATCH = 200  # new events appended before each timed derive_messages()
+REPEATS = 7
+
+_LOREM = (
+    "The session log is the single source of truth; every request is a pure "
+    "function of it, so a prompt cache hits by construction. "
+)
+
+
+def _text(n: int) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": (_LOREM * (n // len(_LOREM) + 1))[:n]}]
+
+
+def event_mix() -> Iterator[tuple[str, dict[str, Any], str | None]]:
+    """An endless agent-like stream: (type, data, surface_op)."""
+    turn = 0
+    while True:
+        yield "turn/start", {"turn": turn}, None
+        yield "user/message", {"content": _text(300), "source": {"kind": "user"}}, "append"
+        for step in range(3):
+            yield "step/start", {"turn": turn, "step": step}, None
+            for i in range(12):
+                chunk = {"kind": "text", "text": f"piece {i} "}
+                yield "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}, None
+            usage = {"input": 900, "cache_read": 12000, "cache_write": 0, "output": 120}
+            yield (
+                "assistant/chunk",
+                {"turn": turn, "step": step, "chunk": {"kind": "usage", **usage, "reasoning": 0}},
+                None,
+            )
+            calls = [
+                {
+                    "type": "tool_call",
+                    "id": f"call-{turn}-{step}-{k}",
+                    "name": "read",
+                    "arguments": '{"path":"src/tapelog/log/_session.py"}',
+                }
+                for k in range(2 if step < 2 else 0)
+            ]
+            yield (
+                "assistant/message",
+                {
+                    "turn": turn,
+                    "step": step,
+                    "content": _text(200) + calls,
+                    "source": {"provider": "openai", "model": "m"},
+                    "usage": usage,
+                },
+                "append",
+            )
+            for call in calls:
+                yield (
+                    "tool/call",
+                    {
+                        "turn": turn,
+                        "step": step,
+                        "call_id": call["id"],
+                        "name": call["name"],
+                        "arguments": call["arguments"],
+                    },
+                    None,
+                )
+            for call in calls:
+                yield (
+                    "tool/result",
+                    {
+                        "turn": turn,
+                        "step": step,
+                        "call_id": call["id"],
+                        "content": _LOREM * 12,
+                        "is_error": False,
+                    },
+                    "append",
+                )
+            yield "step/end", {"turn": turn, "step": step}, None
+        yield "turn/end", {"turn": turn, "reason": {"kind": "completed"}}, None
+        turn += 1
+
+
+def _fill(
+    session: Session, events: Iterator[tuple[str, dict[str, Any], str | None]], n: int
+) -> None:
+    for _ in range(n):
+        etype, data, op = next(events)
+        session.append(etype, data, surface_op=op)
+
+
+def bench_append(n: int = 30_000) -> dict[str, Any]:
+    stream = event_mix()
+    payloads = [next(stream) for _ in range(n)]
+    session = Session("bench-append")
+    start = time.perf_counter()
+    for etype, data, op in payloads:
+        session.append(etype, data, surface_op=op)
+    elapsed = time.perf_counter() - start
+    surface = sum(1 for _, _, op in payloads if op is not None)
+    return {"events": n, "surface_share": round(surface / n, 3), "events_per_s": round(n / elapsed)}
+
+
+def bench_derive() -> tuple[dict[str, Any], Session]:
+    out: dict[str, Any] = {"batch": BATCH}
+    session = Session("bench-derive")
+    stream = event_mix()
+    for size in SIZES:
+        _fill(session, stream, size - len(session))
+        session.derive_messages()  # history projected and cached
+        samples = []
+        for _ in range(REPEATS):
+            _fill(session, stream, BATCH)
+            start = time.perf_counter()
+            session.derive_messages()
+            samples.append((time.perf_counter() - start) / BATCH * 1e6)
+        out[f"us_per_new_event_{size // 1000}k"] = round(statistics.median(samples), 3)
+        # The fresh list each call returns is a copy of every message reference:
+        # the one part that grows with history (a memcpy, not a re-projection).
+        messages = session.derive_messages()
+        start = time.perf_counter()
+        for _ in range(100):
+            list(messages)
+        out[f"list_copy_us_{size // 1000}k"] = round((time.perf_counter() - start) / 100 * 1e6, 1)
+    out["ratio_100k_1k"] = round(out["us_per_new_event_100k"] / out["us_per_new_event_1k"], 2)
+    return out, session
+
+
+def bench_store_load(session: Session) -> dict[str, Any] | str:
+    try:
+        from tapelog.store import JsonlStore
+    except ImportError:
+        return "skipped: tapelog.store is not available"
+    with tempfile.TemporaryDirectory() as root:
+        store = JsonlStore(root)
+        store.create(session).close()
+        data = store.path(session.id).read_bytes()
+        lines = data.splitlines()
+
+        def plain() -> None:
+            for line in lines:
+                orjson.loads(line)
+
+        def load() -> None:
+            store.load(session.id)
+
+        timings = {}
+        for name, run in (("orjson_loads_s", plain), ("store_load_s", load)):
+            samples = []
+            for _ in range(3):
+                start = time.perf_counter()
+                run()
+                samples.append(time.perf_counter() - start)
+            timings[name] = min(samples)
+    return {
+        "events": len(session),
+        "file_mb": round(len(data) / 1e6, 1),
+        "orjson_loads_s": round(timings["orjson_loads_s"], 3),
+        "store_load_s": round(timings["store_load_s"], 3),
+        "events_per_s": round(len(session) / timings["store_load_s"]),
+        "ratio_store_to_orjson": round(timings["store_load_s"] / timings["orjson_loads_s"], 1),
+    }
+
+
+def main() -> None:
+    start = time.perf_counter()
+    result: dict[str, Any] = {"python": sys.version.split()[0]}
+    result["append"] = bench_append()
+    result["derive"], session = bench_derive()
+    result["store_load"] = bench_store_load(session)
+    result["total_s"] = round(time.perf_counter() - start, 1)
+    print(encode_str(result))
+
+
+if __name__ == "__main__":
+    main()
