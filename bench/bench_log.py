@@ -53,10 +53,16 @@ def event_mix() -> Iterator[tuple[str, dict[str, Any], str | None]]:
             for i in range(12):
                 chunk = {"kind": "text", "text": f"piece {i} "}
                 yield "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}, None
-            usage = {"input": 900, "cache_read": 12000, "cache_write": 0, "output": 120}
+            usage = {
+                "input": 900,
+                "cache_read": 12000,
+                "cache_write": 0,
+                "output": 120,
+                "reasoning": 0,
+            }
             yield (
                 "assistant/chunk",
-                {"turn": turn, "step": step, "chunk": {"kind": "usage", **usage, "reasoning": 0}},
+                {"turn": turn, "step": step, "chunk": {"kind": "usage", "usage": usage}},
                 None,
             )
             calls = [
