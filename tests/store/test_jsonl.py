@@ -113,9 +113,9 @@ def test_damaged_middle_line_names_its_line(store: JsonlStore) -> None:
     with pytest.raises(CorruptLogError) as info:
         store.load("dmg")
     assert info.value.line == 4
-    assert "line 4: not valid JSON" in str(info.value)
+    assert "line 4 (seq 2): not valid JSON" in str(info.value)
     assert str(path) in str(info.value)
-    with pytest.raises(CorruptLogError, match="line 4: not valid JSON"):
+    with pytest.raises(CorruptLogError, match=r"line 4 \(seq 2\): not valid JSON"):
         store.open("dmg")
     assert path.read_bytes() == before
 
@@ -128,7 +128,7 @@ def test_a_damaged_final_line_with_its_newline_is_corruption_not_a_torn_tail(
     path = stored(store, session)
     with path.open("ab") as f:
         f.write(b"garbage\n")
-    with pytest.raises(CorruptLogError, match="line 5: not valid JSON"):
+    with pytest.raises(CorruptLogError, match=r"line 5 \(seq 3\): not valid JSON"):
         store.load("endbad")
 
 

@@ -23,9 +23,9 @@ from rich.text import Text
 from tapelog._errors import SessionNotFoundError, StoreError
 from tapelog.cli._common import default_store_dir, store_option
 from tapelog.log import Event, Session, encode_str
-from tapelog.store import JsonlStore, LoadedSession, read_session_file, verify_jsonl
+from tapelog.store import JsonlStore, read_session_file, verify_jsonl
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "load_target"]
 
 _MAX_PROBLEMS_SHOWN = 50
 _EXCERPT = 72
@@ -45,6 +45,18 @@ def _resolve(target: str, store_dir: Path | None) -> tuple[Path, str | None]:
     if os.sep in target or target.endswith(".jsonl"):
         raise SessionNotFoundError(f"no session file at {target}; check the path")
     return _store(store_dir).locate(target), target
+
+
+def load_target(target: str, store_dir: Path | None) -> Session:
+    """Load a session named by id (in the store) or by file path, read-only.
+
+    Warnings (a dropped torn tail) go to stderr; the session is returned.
+    """
+    path, session_id = _resolve(target, store_dir)
+    loaded = _store(store_dir).load(session_id) if session_id else read_session_file(path)
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return loaded.session
 
 
 def _console() -> Console:
@@ -207,13 +219,7 @@ def show_cmd(target: str, store_dir: Path | None, chunks: bool) -> None:
     SESSION is a session id in the store or the path of a session file. Runs
     of assistant/chunk events are shown as one counted row unless --chunks.
     """
-    path, session_id = _resolve(target, store_dir)
-    loaded: LoadedSession = (
-        _store(store_dir).load(session_id) if session_id else read_session_file(path)
-    )
-    for warning in loaded.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    session = loaded.session
+    session = load_target(target, store_dir)
     table = Table(title=Text(_title(session)), title_justify="left", expand=False)
     table.add_column("seq", justify="right", no_wrap=True)
     table.add_column("time", no_wrap=True)

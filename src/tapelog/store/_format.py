@@ -100,7 +100,7 @@ def info_from_header(obj: Any) -> SessionInfo:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Problem:
     """One thing wrong with a stored log, located by line (and seq when known)."""
 
@@ -122,7 +122,7 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class JsonlScan:
     """What a scan of a session file found.
 
@@ -164,7 +164,7 @@ def scan_jsonl(
     scan.good_size = len(data) - len(torn)
 
     def problem(line: int, seq: int | None, error: StoreError) -> bool:
-        scan.problems.append(Problem(line, seq, error))
+        scan.problems.append(Problem(line=line, seq=seq, error=error))
         return max_problems is not None and len(scan.problems) >= max_problems
 
     if not lines:
@@ -190,7 +190,7 @@ def scan_jsonl(
             event = _parse_line(raw, number, check_canonical)
         except CorruptLogError as exc:
             prefix_ok = False
-            if problem(number, _seq_of(raw), exc):
+            if problem(number, number - 2, exc):  # line n holds seq n - 2
                 return scan
             continue
         if prefix_ok:
@@ -210,21 +210,11 @@ def _parse_line(raw: bytes, number: int, check_canonical: bool) -> Event:
         raise CorruptLogError(message, line=number) from exc
     if check_canonical and event.encode() != raw:
         raise CorruptLogError(
-            f"{where} is not in canonical form (it was not written by tapelog's encoder, "
-            "or it was edited)",
+            f"{where}: the line is not in canonical form (it was not written by tapelog's "
+            "encoder, or it was edited)",
             line=number,
         )
     return event
-
-
-def _seq_of(raw: bytes) -> int | None:
-    """The seq a damaged line claims, if it says (for the problem report)."""
-    try:
-        obj = decode(raw)
-    except JsonValueError:
-        return None
-    seq = obj.get("seq") if isinstance(obj, Mapping) else None
-    return seq if type(seq) is int else None
 
 
 def replay_events(info: SessionInfo, events: Sequence[Event]) -> Session:

@@ -76,9 +76,9 @@ def verify_jsonl(data: bytes, *, expected_id: str | None = None) -> VerifyReport
     if info is not None and expected_id is not None and info.id != expected_id:
         problems.append(
             Problem(
-                1,
-                None,
-                CorruptLogError(
+                line=1,
+                seq=None,
+                error=CorruptLogError(
                     f"the header names session {info.id!r}, but the file is stored as "
                     f"{expected_id!r}; a session file must be named after its id",
                     line=1,
@@ -92,7 +92,7 @@ def verify_jsonl(data: bytes, *, expected_id: str | None = None) -> VerifyReport
         session = replay_events(replay_info, scan.events)
     except CorruptLogError as exc:
         line = exc.line if exc.line is not None else 0
-        problems.append(Problem(line, line - 2, exc))
+        problems.append(Problem(line=line, seq=line - 2, error=exc))
     problems.sort(key=lambda p: p.line)
     notes: list[str] = []
     if session is not None and len(session):
