@@ -40,7 +40,8 @@ def store_option(func: F) -> F:
         "store_dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Session store directory (default: $TAPELOG_STORE or ~/.local/share/tapelog/sessions).",
+        help="Session store directory "
+        "(default: $TAPELOG_STORE, else ~/.local/share/tapelog/sessions).",
     )(func)
 
 

@@ -1,0 +1,406 @@
+"""The agent loop: turns and steps whose every request is a function of the log.
+
+Per step (DESIGN §5): compose the session prefix once per loop instance; run
+``pre_step``; snapshot the messages and append ``step/start`` in one
+synchronous frame (the reconstruction boundary); take the config seed (explicit
+options on the instance's first request, the folded header afterwards) through
+the ``request`` hook; log the header through the HeaderRecorder; build and
+freeze the request; check it against the log (development mode); flush the
+store; stream, logging chunks and exactly one ``assistant/message``; run tools,
+logging ``tool/call`` before and ``tool/result`` after, in the model's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tapelog._errors import ProviderError, TapelogError
+from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo, call_hook, text_blocks
+from tapelog.agent._tools import Tool, ToolOutcome, Toolset
+from tapelog.audit._checker import check_enabled, check_request
+from tapelog.audit._rebuild import build_request
+from tapelog.llm import BodyCache, assemble_message
+from tapelog.llm._types import AbortHandle, LlmRequest, ProviderClient
+from tapelog.log import (
+    EpochHeader,
+    Event,
+    FrozenDict,
+    FrozenList,
+    HeaderRecorder,
+    LlmCallConfig,
+    Session,
+    freeze,
+    repair_interrupted,
+)
+
+__all__ = ["Agent", "RetryPolicy", "TurnResult"]
+
+
+class Flushable(Protocol):
+    def flush(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Retries for retryable provider errors (429, 5xx, connection), with backoff."""
+
+    max_attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return float(min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResult:
+    """How a turn ended, its final answer text and the usage summed over its steps."""
+
+    turn: int
+    reason: FrozenDict
+    text: str
+    steps: int
+    usage: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.reason["kind"] == "completed")
+
+
+def _sum_usage(total: dict[str, int], usage: Mapping[str, Any] | None) -> None:
+    if not usage:
+        return
+    for key in ("input", "cache_read", "cache_write", "output", "reasoning"):
+        total[key] = total.get(key, 0) + int(usage.get(key, 0))
+
+
+def _final_text(content: Sequence[Mapping[str, Any]]) -> str:
+    return "".join(b["text"] for b in content if b["type"] == "text")
+
+
+class _Aborted(Exception):
+    """Internal: the current step was aborted."""
+
+
+class Agent:
+    """A tool-using agent over a :class:`Session` (one instance = one loop instance)."""
+
+    def __init__(
+        self,
+        session: Session,
+        client: ProviderClient,
+        *,
+        config: LlmCallConfig,
+        system: str | None = None,
+        tools: Toolset | Iterable[Tool] = (),
+        tool_order: Sequence[str] | None = None,
+        hooks: Hooks | None = None,
+        writer: Flushable | None = None,
+        retry: RetryPolicy | None = None,
+        max_steps: int = 32,
+        check: bool | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.session = session
+        self.client = client
+        self.config = config
+        self.system = system
+        self.tools = tools if isinstance(tools, Toolset) else Toolset(tools)
+        self.tool_order = list(tool_order) if tool_order is not None else None
+        self.hooks = hooks or Hooks()
+        self.writer = writer
+        self.retry = retry or RetryPolicy()
+        self.max_steps = max_steps
+        self.check = check_enabled(check)
+        self._sleep = sleep
+        self._recorder = HeaderRecorder(session)
+        self._prefix: FrozenList | None = None
+        self._abort: AbortHandle | None = None
+        self._body_cache = BodyCache()
+        self.repaired: list[Event] = repair_interrupted(session)
+        self._turn = sum(1 for e in session.events if e.type == "turn/start")
+
+    # --- public controls -----------------------------------------------------
+
+    def inject(self, text: str | Sequence[Mapping[str, Any]], *, kind: str = "inject") -> Event:
+        """Add model-visible context; it joins the next request built after it."""
+        content = text_blocks(text) if isinstance(text, str) else freeze(list(text))
+        return self.session.append(
+            "context/message", {"content": content, "source": {"kind": kind}}, surface_op="append"
+        )
+
+    def abort(self, reason: str = "user") -> None:
+        """Abort the step in flight (stream or tools); the turn ends as ``aborted``."""
+        if self._abort is not None:
+            self._abort.abort(reason)
+
+    def add_tool(self, tool: Tool) -> None:
+        """Register a tool; the next request's header carries it (a header delta)."""
+        self.tools.add(tool)
+
+    def remove_tool(self, name: str) -> None:
+        self.tools.remove(name)
+
+    # --- the loop ------------------------------------------------------------
+
+    def _flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+    async def run(self, prompt: str | Sequence[Mapping[str, Any]]) -> TurnResult:
+        """Run one turn: the prompt, then steps until the model stops calling tools."""
+        self._turn += 1
+        turn = self._turn
+        session = self.session
+        session.append("turn/start", {"turn": turn})
+        content = text_blocks(prompt) if isinstance(prompt, str) else freeze(list(prompt))
+        session.append(
+            "user/message", {"content": content, "source": {"kind": "user"}}, surface_op="append"
+        )
+        extra = await call_hook(self.hooks.prompt_submit, content)
+        if extra:
+            self.inject(extra, kind="prompt-submit")
+        usage: dict[str, int] = {}
+        text = ""
+        step = 0
+        try:
+            while True:
+                step += 1
+                if step > self.max_steps:
+                    return self._end(
+                        turn, step - 1, {"kind": "max_steps", "limit": self.max_steps}, text, usage
+                    )
+                message, finish = await self._step(turn, step)
+                _sum_usage(usage, message.data.get("usage"))
+                text = _final_text(message.data["content"]) or text
+                calls = [b for b in message.data["content"] if b["type"] == "tool_call"]
+                if calls and finish != "max_tokens":
+                    await self._run_tools(turn, step, calls)
+                session.append("step/end", {"turn": turn, "step": step})
+                if finish == "max_tokens":
+                    return self._end(turn, step, {"kind": "max_tokens"}, text, usage)
+                if finish == "error":
+                    return self._end(
+                        turn,
+                        step,
+                        {
+                            "kind": "error",
+                            "error": {"message": "the provider ended the response with an error"},
+                        },
+                        text,
+                        usage,
+                    )
+                if not calls:
+                    return self._end(turn, step, {"kind": "completed"}, text, usage)
+        except _Aborted:
+            self._close_step(turn, step)
+            return self._end(
+                turn, step, {"kind": "aborted", "by": self._abort_reason()}, text, usage
+            )
+        except ProviderError as exc:
+            self._close_step(turn, step)
+            error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+            if exc.status is not None:
+                error["status"] = exc.status
+            return self._end(turn, step, {"kind": "error", "error": error}, text, usage)
+        except BaseException as exc:
+            self._close_step(turn, step)
+            self._end(
+                turn,
+                step,
+                {"kind": "error", "error": {"type": type(exc).__name__, "message": str(exc)}},
+                text,
+                usage,
+            )
+            raise
+        finally:
+            self._abort = None
+
+    def _abort_reason(self) -> str:
+        return (self._abort.reason if self._abort else None) or "user"
+
+    def _close_step(self, turn: int, step: int) -> None:
+        """After a failure: close an open step so the log stays well formed."""
+        for event in reversed(self.session.events):
+            if event.type == "step/end" or event.type == "turn/start":
+                return
+            if event.type == "step/start":
+                self.session.append("step/end", {"turn": turn, "step": step})
+                return
+
+    def _end(
+        self, turn: int, steps: int, reason: Mapping[str, Any], text: str, usage: dict[str, int]
+    ) -> TurnResult:
+        event = self.session.append("turn/end", {"turn": turn, "reason": reason})
+        self._flush()
+        return TurnResult(
+            turn=turn, reason=event.data["reason"], text=text, steps=steps, usage=usage
+        )
+
+    async def _compose_prefix(self) -> FrozenList:
+        if self._prefix is None:
+            prefix = await call_hook(self.hooks.session_prefix, FrozenList())
+            self._prefix = freeze(list(prefix or ()), path="prefix")
+        return self._prefix
+
+    def _tool_schemas(self) -> list[Any]:
+        return list(self.tools.schemas(self.tool_order))
+
+    async def _prepare(self, turn: int, step: int) -> tuple[LlmRequest, bytes]:
+        session = self.session
+        prefix = await self._compose_prefix()
+        await call_hook(self.hooks.pre_step, StepContext(turn=turn, step=step, prefix=prefix))
+        # The snapshot and step/start share one synchronous frame: nothing can
+        # slip between them, so the boundary is exactly this step/start.
+        nodes = session.derive_nodes()
+        boundary = session.append("step/start", {"turn": turn, "step": step})
+        folded = session.header
+        seed = self.config if not self._recorder.anchored or folded is None else folded.config
+        replaced = await call_hook(self.hooks.request, seed)
+        config = replaced if isinstance(replaced, LlmCallConfig) else seed
+        if replaced is not None and not isinstance(replaced, LlmCallConfig):
+            raise TapelogError("the request hook must return an LlmCallConfig or None")
+        header = EpochHeader(
+            config=config, system=self.system, tools=self._tool_schemas(), prefix=prefix
+        )
+        self._recorder.record(header)
+        request = build_request(
+            header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
+        )
+        body = self.client.wire.encode_body(request, cache=self._body_cache)
+        if self.check:
+            check_request(session.events, request, body, self.client.wire)
+        return request, body
+
+    async def _step(self, turn: int, step: int) -> tuple[Event, str]:
+        request, _body = await self._prepare(turn, step)
+        handle = self._abort = AbortHandle()
+        self._flush()
+        attempt = 0
+        while True:
+            attempt += 1
+            chunks: list[FrozenDict] = []
+            try:
+                async for chunk in self.client.stream(request, abort=handle):
+                    self.session.append(
+                        "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
+                    )
+                    chunks.append(chunk)
+                    if handle.aborted:
+                        break
+            except ProviderError as exc:
+                if handle.aborted:
+                    break
+                if not exc.retryable or attempt >= self.retry.max_attempts:
+                    raise
+                delay = self.retry.delay(attempt)
+                self.session.append(
+                    "assistant/chunk",
+                    {
+                        "turn": turn,
+                        "step": step,
+                        "chunk": {
+                            "kind": "error",
+                            "attempt": attempt,
+                            "status": exc.status,
+                            "message": str(exc),
+                            "retry_in_ms": int(delay * 1000),
+                        },
+                    },
+                )
+                self._flush()
+                await self._sleep(delay)
+                if handle.aborted:
+                    raise _Aborted() from None
+                continue
+            break
+        assembled = assemble_message(chunks)
+        interrupted = handle.aborted or assembled.interrupted
+        content = [b for b in assembled.content if not (interrupted and b["type"] == "tool_call")]
+        data: dict[str, Any] = {
+            "turn": turn,
+            "step": step,
+            "content": content,
+            "source": {"provider": request.config.provider, "model": request.config.model},
+        }
+        if assembled.usage is not None:
+            data["usage"] = assembled.usage
+        if interrupted:
+            data["interrupted"] = True
+        message = self.session.append("assistant/message", data, surface_op="append")
+        if handle.aborted:
+            raise _Aborted()
+        return message, assembled.finish
+
+    async def _run_tools(self, turn: int, step: int, calls: Sequence[Mapping[str, Any]]) -> None:
+        session = self.session
+        infos: list[tuple[ToolCallInfo, Event]] = []
+        for block in calls:
+            info = ToolCallInfo(
+                turn=turn,
+                step=step,
+                call_id=block["id"],
+                name=block["name"],
+                arguments=block["arguments"],
+            )
+            event = session.append(
+                "tool/call",
+                {
+                    "turn": turn,
+                    "step": step,
+                    "call_id": info.call_id,
+                    "name": info.name,
+                    "arguments": info.arguments,
+                },
+            )
+            infos.append((info, event))
+        self._flush()
+        handle = self._abort
+        assert handle is not None
+        tasks = [asyncio.ensure_future(self._invoke(info)) for info, _ in infos]
+        waiter = asyncio.ensure_future(handle.wait())
+        try:
+            await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+            while not handle.aborted and not all(t.done() for t in tasks):
+                await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        aborted = handle.aborted
+        contexts: list[str] = []
+        for (info, call_event), task in zip(infos, tasks, strict=True):
+            if task.done() and not task.cancelled():
+                outcome = task.result()
+            else:
+                task.cancel()
+                outcome = ToolOutcome(
+                    content=f"aborted: the tool call {info.name} was cancelled before it finished",
+                    is_error=True,
+                    error={"kind": "aborted"},
+                )
+            result: dict[str, Any] = {
+                "turn": turn,
+                "step": step,
+                "call_id": info.call_id,
+                "content": outcome.content,
+                "is_error": outcome.is_error,
+            }
+            if outcome.error is not None:
+                result["error"] = outcome.error
+            session.append("tool/result", result, surface_op="append", source_seqs=[call_event.seq])
+            if outcome.additional_context:
+                contexts.append(outcome.additional_context)
+            if not aborted:
+                extra = await call_hook(self.hooks.tool_post_execute, info, outcome)
+                if extra:
+                    contexts.append(extra)
+        for text in contexts:
+            self.inject(text, kind="tool-post-execute")
+        if aborted:
+            raise _Aborted()
+
+    async def _invoke(self, info: ToolCallInfo) -> ToolOutcome:
+        return await self.tools.run(info.name, info.arguments)

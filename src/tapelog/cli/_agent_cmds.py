@@ -1,0 +1,269 @@
+"""Agent commands: run, chat, requests, fork."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tapelog.agent import Agent, TurnResult, fs_tools
+from tapelog.audit import encode_request, rebuild_requests
+from tapelog.cli._common import store_option
+from tapelog.cli._setup import open_session, open_store, resolve_provider
+from tapelog.cli._store_cmds import load_target
+from tapelog.llm import wire_named
+from tapelog.log import digest, encode
+
+__all__ = ["COMMANDS"]
+
+
+def usage_line(result: TurnResult, session_id: str) -> str:
+    """One line: how the turn ended, tokens and cache hit ratio, session id."""
+    u = result.usage
+    prompt = u.get("input", 0) + u.get("cache_read", 0) + u.get("cache_write", 0)
+    cached = u.get("cache_read", 0)
+    ratio = f"{100 * cached / prompt:.0f}%" if prompt else "n/a"
+    return (
+        f"[{result.reason['kind']}] turn {result.turn} · {result.steps} step(s) · "
+        f"prompt {prompt} tok (cached {cached}, {ratio}) · output {u.get('output', 0)} tok · "
+        f"session {session_id}"
+    )
+
+
+def _agent_options(func: Any) -> Any:
+    options = [
+        click.option(
+            "--session", "session_id", default=None, help="Resume (or create) this session id."
+        ),
+        click.option(
+            "--provider",
+            default=None,
+            help="openai, deepseek, anthropic, compatible, local or emulator.",
+        ),
+        click.option("--model", default=None, help="Model name (default depends on the provider)."),
+        click.option(
+            "--base-url", default=None, help="Provider base URL (OpenAI-compatible: include /v1)."
+        ),
+        click.option("--system", default=None, help="System prompt text."),
+        click.option(
+            "--system-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="Read the system prompt from a file.",
+        ),
+        click.option(
+            "--tools",
+            "toolset",
+            type=click.Choice(["fs", "none"]),
+            default="fs",
+            show_default=True,
+            help="Built-in tools.",
+        ),
+        click.option(
+            "--workspace",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("."),
+            show_default=True,
+            help="Directory the fs tools are confined to.",
+        ),
+        click.option(
+            "--check",
+            is_flag=True,
+            default=None,
+            help="Rebuild and compare every request before sending (TAPELOG_CHECK=1).",
+        ),
+        store_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _system_text(system: str | None, system_file: Path | None) -> str | None:
+    if system is not None and system_file is not None:
+        raise click.UsageError("give --system or --system-file, not both")
+    if system_file is not None:
+        return system_file.read_text(encoding="utf-8")
+    return system
+
+
+async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
+    store = open_store(opts["store_dir"])
+    session, writer, resumed = open_session(store, opts["session_id"])
+    try:
+        setup = resolve_provider(
+            provider=opts["provider"],
+            model=opts["model"],
+            base_url=opts["base_url"],
+            session=session,
+        )
+        system = _system_text(opts["system"], opts["system_file"])
+        if system is None and resumed and session.header is not None:
+            system = session.header.system
+        tools = fs_tools(opts["workspace"]) if opts["toolset"] == "fs" else ()
+        agent = Agent(
+            session,
+            setup.client,
+            config=setup.config,
+            system=system,
+            tools=tools,
+            writer=writer,
+            check=opts["check"],
+        )
+        for event in agent.repaired:
+            if event.type == "turn/end":
+                click.echo(f"note: closed interrupted turn {event.data['turn']} (logged)", err=True)
+        try:
+            await body(agent)
+        finally:
+            await setup.aclose()
+    finally:
+        writer.close()
+
+
+@click.command("run")
+@click.argument("prompt")
+@_agent_options
+def run_cmd(prompt: str, **opts: Any) -> None:
+    """Run one turn of PROMPT and print the answer and a usage line."""
+
+    async def body(agent: Agent) -> None:
+        result = await agent.run(prompt)
+        if result.text:
+            click.echo(result.text)
+        click.echo(usage_line(result, agent.session.id), err=True)
+        if result.reason["kind"] == "error":
+            raise click.exceptions.Exit(1)
+
+    asyncio.run(_with_agent(opts, body))
+
+
+def _read_prompt() -> str | None:
+    """Read one prompt; a line ending in a backslash continues it. None on EOF."""
+    lines: list[str] = []
+    while True:
+        try:
+            line = input("you> " if not lines else "...> ")
+        except EOFError:
+            return None if not lines else "\n".join(lines)
+        if line.endswith("\\"):
+            lines.append(line[:-1])
+            continue
+        lines.append(line)
+        return "\n".join(lines)
+
+
+@click.command("chat")
+@_agent_options
+def chat_cmd(**opts: Any) -> None:
+    """Chat interactively: Ctrl-C aborts the current turn (logged), Ctrl-D exits."""
+
+    async def body(agent: Agent) -> None:
+        loop = asyncio.get_running_loop()
+        click.echo(f"session {agent.session.id} · Ctrl-C aborts a turn · Ctrl-D exits", err=True)
+        while True:
+            prompt = await loop.run_in_executor(None, _read_prompt)
+            if prompt is None:
+                return
+            if not prompt.strip():
+                continue
+            loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
+            try:
+                result = await agent.run(prompt)
+            finally:
+                loop.remove_signal_handler(signal.SIGINT)
+            if result.text:
+                click.echo(result.text)
+            click.echo(usage_line(result, agent.session.id), err=True)
+
+    asyncio.run(_with_agent(opts, body))
+
+
+@click.command("requests")
+@click.argument("target")
+@store_option
+@click.option(
+    "--wire",
+    type=click.Choice(["openai", "anthropic"]),
+    default=None,
+    help="Wire format (default: the provider each request used).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write each body to DIR/0001.json, 0002.json, ...",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
+def requests_cmd(
+    target: str, store_dir: Path | None, wire: str | None, out: Path | None, as_json: bool
+) -> None:
+    """Rebuild every loop request of a session from its log alone."""
+    session = load_target(target, store_dir)
+    rebuilt = rebuild_requests(session.events, session_id=session.id)
+    rows: list[dict[str, Any]] = []
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    for item in rebuilt:
+        body = encode_request(
+            item.request, wire=wire_named(wire, item.request.config) if wire else None
+        )
+        if out is not None:
+            (out / f"{item.index:04d}.json").write_bytes(body)
+        rows.append(
+            {
+                "index": item.index,
+                "turn": item.turn,
+                "step": item.step,
+                "boundary_seq": item.boundary_seq,
+                "header_seqs": list(item.header_seqs),
+                "provider": item.request.config.provider,
+                "model": item.request.config.model,
+                "messages": len(item.request.messages),
+                "tools": len(item.request.header.tools),
+                "bytes": len(body),
+                "sha256": digest(body.decode("utf-8")),
+            }
+        )
+    if as_json:
+        click.echo(encode(rows).decode("utf-8"))
+        return
+    table = Table(title=f"{len(rows)} loop request(s) rebuilt from session {session.id}")
+    for column in ("#", "turn", "step", "seq", "messages", "tools", "bytes", "header"):
+        table.add_column(column, justify="right" if column != "header" else "left")
+    for row in rows:
+        header = ", ".join(str(s) for s in row["header_seqs"]) or "-"
+        table.add_row(
+            *(
+                str(row[k])
+                for k in ("index", "turn", "step", "boundary_seq", "messages", "tools", "bytes")
+            ),
+            header,
+        )
+    Console().print(table)
+    if out is not None:
+        click.echo(f"wrote {len(rows)} body file(s) to {out}")
+
+
+@click.command("fork")
+@click.argument("target")
+@click.option("--at", "at", type=int, required=True, help="Last seq (inclusive) the fork keeps.")
+@click.option("--id", "new_id", default=None, help="Id of the new session (default: generated).")
+@store_option
+def fork_cmd(target: str, at: int, new_id: str | None, store_dir: Path | None) -> None:
+    """Fork a session at seq AT into a new stored session."""
+    store = open_store(store_dir)
+    session = load_target(target, store_dir)
+    child = session.fork(at, id=new_id)
+    with store.create(child):
+        pass
+    click.echo(child.id)
+
+
+COMMANDS: list[click.Command] = [run_cmd, chat_cmd, requests_cmd, fork_cmd]

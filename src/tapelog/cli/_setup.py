@@ -1,0 +1,94 @@
+"""Shared set-up for the commands that run an agent: store, session, provider.
+
+Provider choice: ``--provider``, else ``$TAPELOG_PROVIDER``, else (when
+resuming) the provider the session last used, else the offline emulator, which
+the command says out loud. The emulator runs in-process; its cache state lives
+as long as the process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import httpx
+
+from tapelog.cli._common import default_store_dir
+from tapelog.emulator import Emulator
+from tapelog.llm import DEFAULT_MODELS, make_client
+from tapelog.llm._types import ProviderClient
+from tapelog.log import LlmCallConfig, Session
+from tapelog.store import JsonlStore, SessionWriter
+
+__all__ = ["ProviderSetup", "open_session", "open_store", "resolve_provider"]
+
+
+def open_store(store_dir: Path | None) -> JsonlStore:
+    return JsonlStore(store_dir or default_store_dir())
+
+
+def open_session(store: JsonlStore, session_id: str | None) -> tuple[Session, SessionWriter, bool]:
+    """Resume ``session_id`` when it is stored, else create it (or a new id)."""
+    if session_id is not None and store.exists(session_id):
+        session, writer = store.open(session_id)
+        for warning in writer.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        return session, writer, True
+    session = Session(session_id, cwd=os.getcwd())
+    return session, store.create(session), False
+
+
+@dataclass
+class ProviderSetup:
+    """A client ready to stream, plus what the user should be told about it."""
+
+    client: ProviderClient
+    config: LlmCallConfig
+    emulator: Emulator | None
+    http: httpx.AsyncClient | None
+
+    async def aclose(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+
+
+def resolve_provider(
+    *,
+    provider: str | None,
+    model: str | None,
+    base_url: str | None,
+    session: Session,
+    quiet: bool = False,
+) -> ProviderSetup:
+    """Pick provider, model and client (see the module docstring for the order)."""
+    folded = session.header.config if session.header is not None else None
+    name = provider or os.environ.get("TAPELOG_PROVIDER") or (folded.provider if folded else None)
+    if name is None:
+        name = "emulator"
+        if not quiet:
+            click.echo(
+                "note: no provider configured (--provider or TAPELOG_PROVIDER); "
+                "using the offline emulator",
+                err=True,
+            )
+    if model is None:
+        model = folded.model if folded is not None and folded.provider == name else None
+    if model is None:
+        model = DEFAULT_MODELS.get(name)
+    if model is None:
+        raise click.UsageError(f"provider {name!r} has no default model; pass --model")
+    if folded is not None and folded.provider == name and folded.model == model:
+        config = folded
+    else:
+        config = LlmCallConfig(provider=name, model=model)
+    emulator: Emulator | None = None
+    http: httpx.AsyncClient | None = None
+    if name == "emulator" and base_url is None:
+        emulator = Emulator()
+        http = httpx.AsyncClient(transport=emulator.transport(), timeout=60.0)
+        client = make_client(config, http_client=http)
+    else:
+        client = make_client(config, base_url=base_url)
+    return ProviderSetup(client=client, config=config, emulator=emulator, http=http)
