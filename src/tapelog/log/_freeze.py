@@ -20,7 +20,7 @@ from typing import Any, NoReturn, SupportsIndex, TypeAlias
 
 from tapelog._errors import FrozenError, JsonValueError
 
-__all__ = ["FrozenDict", "FrozenList", "JsonValue", "freeze", "thaw"]
+__all__ = ["FrozenDict", "FrozenList", "JsonValue", "freeze", "freeze_dict", "freeze_list", "thaw"]
 
 JsonValue: TypeAlias = Any
 """A lossless JSON value: None, bool, int, float, str, list or str-keyed dict."""
@@ -47,7 +47,7 @@ class FrozenDict(dict[str, Any]):
 
     __setitem__ = _refuse
     __delitem__ = _refuse
-    __ior__ = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse
     clear = _refuse
     pop = _refuse
     popitem = _refuse
@@ -80,8 +80,8 @@ class FrozenList(list[Any]):
 
     __setitem__ = _refuse
     __delitem__ = _refuse
-    __iadd__ = _refuse  # type: ignore[assignment]
-    __imul__ = _refuse  # type: ignore[assignment]
+    __iadd__ = _refuse
+    __imul__ = _refuse
     append = _refuse
     extend = _refuse
     insert = _refuse
@@ -217,6 +217,22 @@ def freeze(value: Any, *, path: str = "value", _key: str | SupportsIndex | None 
         if cycle is not None:
             raise JsonValueError(cycle, "value contains itself (a cycle)") from None
         raise JsonValueError(path, "value is nested too deeply") from None
+
+
+def freeze_dict(value: Any, *, path: str = "value") -> FrozenDict:
+    """:func:`freeze` for a value that must be a JSON object."""
+    frozen = freeze(value, path=path)
+    if not isinstance(frozen, FrozenDict):
+        raise JsonValueError(path, "must be a JSON object")
+    return frozen
+
+
+def freeze_list(value: Any, *, path: str = "value") -> FrozenList:
+    """:func:`freeze` for a value that must be a JSON array."""
+    frozen = freeze(value, path=path)
+    if not isinstance(frozen, FrozenList):
+        raise JsonValueError(path, "must be a JSON array")
+    return frozen
 
 
 def thaw(value: Any) -> Any:

@@ -27,7 +27,7 @@ from typing import Any, Final
 from tapelog._errors import HeaderError
 from tapelog.log._canonical import encode
 from tapelog.log._events import Event
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_dict, freeze_list
 
 __all__ = [
     "EpochHeader",
@@ -86,7 +86,7 @@ class LlmCallConfig:
             out["stop"] = list(self.stop)
         if self.extras:
             out["extras"] = self.extras
-        return freeze(out)
+        return freeze_dict(out)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LlmCallConfig:
@@ -119,7 +119,7 @@ class LlmCallConfig:
 
     def replace(self, **changes: Any) -> LlmCallConfig:
         """A copy with some fields changed."""
-        data = {
+        data: dict[str, Any] = {
             "provider": self.provider,
             "model": self.model,
             "max_tokens": self.max_tokens,
@@ -135,7 +135,7 @@ class LlmCallConfig:
 
 
 def _check_tools(tools: Sequence[Any]) -> FrozenList:
-    frozen = freeze(list(tools), path="header.tools")
+    frozen = freeze_list(list(tools), path="header.tools")
     seen: set[str] = set()
     for i, tool in enumerate(frozen):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
@@ -147,7 +147,7 @@ def _check_tools(tools: Sequence[Any]) -> FrozenList:
 
 
 def _check_prefix(prefix: Sequence[Any]) -> FrozenList:
-    frozen = freeze(list(prefix), path="header.prefix")
+    frozen = freeze_list(list(prefix), path="header.prefix")
     for i, message in enumerate(frozen):
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             raise HeaderError(f"header.prefix[{i}] must be a message with role user or assistant")
@@ -183,7 +183,7 @@ class EpochHeader:
             out["tools"] = self.tools
         if self.prefix:
             out["prefix"] = self.prefix
-        return freeze(out)
+        return freeze_dict(out)
 
     def tool_names(self) -> list[str]:
         return [t["name"] for t in self.tools]
@@ -256,9 +256,7 @@ def _tools_delta(
     add = [t for t in new if t["name"] not in old_by_name]
     remove = [t["name"] for t in old if t["name"] not in new_names]
     change = [
-        t
-        for t in new
-        if t["name"] in old_by_name and encode(t) != encode(old_by_name[t["name"]])
+        t for t in new if t["name"] in old_by_name and encode(t) != encode(old_by_name[t["name"]])
     ]
     if add:
         delta["add"] = add
@@ -287,13 +285,17 @@ def diff_header(prev: EpochHeader, next: EpochHeader) -> FrozenDict | None:
         delta["config"] = next.config.to_json()
     if encode(list(prev.prefix)) != encode(list(next.prefix)):
         delta["prefix"] = list(next.prefix)
-    return freeze(delta) if delta else None
+    return freeze_dict(delta) if delta else None
 
 
 def _apply_system(old: str | None, delta: Any) -> str | None:
     if not isinstance(delta, Mapping):
         raise HeaderError("delta.system must be an object")
-    keep_start, keep_end, insert = delta.get("keep_start"), delta.get("keep_end"), delta.get("insert")
+    keep_start, keep_end, insert = (
+        delta.get("keep_start"),
+        delta.get("keep_end"),
+        delta.get("insert"),
+    )
     if (
         type(keep_start) is not int
         or type(keep_end) is not int
@@ -354,7 +356,7 @@ def apply_header_delta(prev: EpochHeader, delta: Mapping[str, Any]) -> EpochHead
     system = _apply_system(prev.system, delta["system"]) if "system" in delta else prev.system
     tools = _apply_tools(prev.tools, delta["tools"]) if "tools" in delta else prev.tools
     config = LlmCallConfig.from_json(delta["config"]) if "config" in delta else prev.config
-    prefix = delta["prefix"] if "prefix" in delta else prev.prefix
+    prefix = delta.get("prefix", prev.prefix)
     if not isinstance(prefix, (list, tuple)):
         raise HeaderError("delta.prefix must be a list")
     return EpochHeader(config=config, system=system, tools=tools, prefix=prefix)
@@ -383,4 +385,3 @@ def fold_request_header(events: Iterable[Event]) -> EpochHeader | None:
         except HeaderError as exc:
             raise HeaderError(f"seq {event.seq}: {exc}") from None
     return header
-

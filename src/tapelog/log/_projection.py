@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tapelog.log._events import Event
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze_dict
 
 __all__ = ["derive_event_message", "fold_messages"]
 
@@ -27,11 +27,11 @@ def derive_event_message(event: Event) -> FrozenDict | None:
     data = event.data
     etype = event.type
     if etype == "user/message" or etype == "context/message":
-        return freeze({"role": "user", "content": data["content"]})
+        return freeze_dict({"role": "user", "content": data["content"]})
     if etype == "assistant/message":
         if not data["content"]:
             return None
-        return freeze({"role": "assistant", "content": data["content"]})
+        return freeze_dict({"role": "assistant", "content": data["content"]})
     if etype == "tool/result":
         block = {
             "type": "tool_result",
@@ -39,7 +39,7 @@ def derive_event_message(event: Event) -> FrozenDict | None:
             "content": data["content"],
             "is_error": data["is_error"],
         }
-        return freeze({"role": "tool", "content": FrozenList([block])})
+        return freeze_dict({"role": "tool", "content": FrozenList([block])})
     return None
 
 
