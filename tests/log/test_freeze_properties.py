@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from tapelog import FrozenError
 from tapelog.log import FrozenDict, FrozenList, decode, encode, freeze, thaw
@@ -66,6 +66,7 @@ def _key_orders(value: Any) -> Any:
     return type(value).__name__
 
 
+@settings(deadline=None)
 @given(json_values)
 def test_frozen_values_refuse_every_mutation_at_every_depth(value: Any) -> None:
     frozen = freeze({"root": value, "list": [value]})
@@ -82,6 +83,7 @@ def test_frozen_values_refuse_every_mutation_at_every_depth(value: Any) -> None:
     assert hash(frozen) == hash(freeze(thaw(frozen)))
 
 
+@settings(deadline=None)
 @given(json_values)
 def test_freeze_encode_decode_round_trips_byte_exactly(value: Any) -> None:
     frozen = freeze(value)

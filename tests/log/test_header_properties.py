@@ -28,6 +28,7 @@ def _session() -> Session:
     return Session("s-props", clock=lambda: 1_700_000_000_000)
 
 
+@settings(deadline=None)
 @given(header_pairs())
 def test_recorder_logs_a_delta_exactly_when_it_round_trips(
     pair: tuple[EpochHeader, EpochHeader],
@@ -62,6 +63,7 @@ def test_recorder_logs_a_delta_exactly_when_it_round_trips(
     assert _bytes(session.header) == _bytes(b)
 
 
+@settings(deadline=None)
 @given(header_pairs())
 def test_deltas_always_round_trip_when_tools_are_in_name_order(
     pair: tuple[EpochHeader, EpochHeader],
@@ -83,6 +85,7 @@ def test_deltas_always_round_trip_when_tools_are_in_name_order(
         assert _bytes(apply_header_delta(ordered[0], delta)) == _bytes(ordered[1])
 
 
+@settings(deadline=None)
 @given(headers())
 def test_diff_of_equal_headers_is_none_and_canonical_form_is_stable(header: EpochHeader) -> None:
     assert diff_header(header, header) is None
@@ -90,7 +93,7 @@ def test_diff_of_equal_headers_is_none_and_canonical_form_is_stable(header: Epoc
     assert encode(again) == _bytes(header)
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(header_sequences(), st.lists(st.booleans(), min_size=6, max_size=6))
 def test_folding_a_recorder_written_log_gives_the_last_header(
     sequence: list[EpochHeader], chatter: list[bool]
