@@ -23,7 +23,7 @@ async def test_scripted_500_and_429_use_each_provider_error_shape() -> None:
     emu = Emulator(
         script=[
             {"error": {"status": 500, "message": "Upstream exploded."}},
-            {"error": {"status": 429, "message": "Slow down."}},
+            {"error": {"status": 429, "message": "Slow down.", "code": "rate_limit_exceeded"}},
             {"error": {"status": 529, "message": "Overloaded.", "type": "overloaded_error"}},
             {"text": "recovered"},
         ]
@@ -165,6 +165,10 @@ async def test_in_stream_error_arrives_after_the_message_opens() -> None:
         (
             {"error": {"status": 200}},
             'script entry 0: "error.status" must be an HTTP error status (400-599), not 200.',
+        ),
+        (
+            {"error": {"status": 401, "msg": "x"}},
+            """script entry 0: "error" takes status, message, type and code, not ['msg'].""",
         ),
         ({"cut_after": -1}, 'script entry 0: "cut_after" must be a non-negative integer, not -1.'),
         ("hello", "script entry 0: an entry must be a JSON object, not str."),

@@ -7,7 +7,7 @@ documented rule. The rules themselves are pure functions over segment lists
 (``deepseek_rule``, ``openai_rule``, ``anthropic_rule``). See docs/emulator.md.
 """
 
-from tapelog.emulator._app import Emulator, ReceivedRequest, Rule
+from tapelog.emulator._app import ROUTES, Emulator, ReceivedRequest, Rule
 from tapelog.emulator._cache import (
     CacheOutcome,
     PrefixStore,
@@ -22,6 +22,7 @@ from tapelog.emulator._render import anthropic_sources, estimate_bytes, openai_s
 from tapelog.emulator._script import Fault, Reply, ToolCallSpec, load_script, parse_entry
 
 __all__ = [
+    "ROUTES",
     "CacheOutcome",
     "Emulator",
     "Fault",

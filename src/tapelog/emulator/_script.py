@@ -11,7 +11,7 @@ so a typo never turns into a confusing answer mid-test.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -87,7 +87,7 @@ class Fault:
     message: str = ""
     type: str | None = None
     in_stream: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    code: str | None = None
 
 
 Entry = Reply | Fault
@@ -147,12 +147,14 @@ def _fault(entry: Mapping[str, Any], where: str) -> Fault:
         raise _fail(
             where, f'"error.status" must be an HTTP error status (400-599), not {status!r}.'
         )
+    unknown = set(error) - {"status", "message", "type", "code"}
+    if unknown:
+        raise _fail(where, f'"error" takes status, message, type and code, not {sorted(unknown)}.')
     message = error.get("message", "The emulator was scripted to fail this request.")
-    kind = error.get("type")
-    if not isinstance(message, str) or (kind is not None and not isinstance(kind, str)):
-        raise _fail(where, '"error.message" and "error.type" must be strings.')
-    extra = {k: v for k, v in error.items() if k not in ("status", "message", "type")}
-    return Fault("error", status, message, kind, in_stream, extra)
+    kind, code = error.get("type"), error.get("code")
+    if not all(isinstance(v, str) for v in (message, kind or "", code or "")):
+        raise _fail(where, '"error.message", "error.type" and "error.code" must be strings.')
+    return Fault("error", status, message, kind, in_stream, code)
 
 
 def parse_entry(entry: Any, *, where: str = "script entry") -> Entry:
