@@ -1,0 +1,34 @@
+"""The README's quick-start example runs as written, and its set-up commands stay two."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_quick_start_example_runs(tmp_path: Path) -> None:
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1, "the README has exactly one Python example"
+    script = tmp_path / "example.py"
+    script.write_text(blocks[0], encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("ok: What is 2 + 3?")
+    assert lines[1].endswith("events logged")
+
+
+def test_the_fresh_machine_section_has_exactly_two_commands() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Fresh machine", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+    assert len(commands) == 2
+    assert commands[0].strip().endswith("tapelog demo")
+    assert "pytest" in commands[1]
