@@ -120,7 +120,9 @@ class Agent:
         self._recorder = HeaderRecorder(session)
         self._prefix: FrozenList | None = None
         self._abort: AbortHandle | None = None
-        self._body_cache = BodyCache()
+        # Reuse the client's per-node cache when it has one: one encode per node.
+        cache = getattr(client, "cache", None)
+        self._body_cache = cache if isinstance(cache, BodyCache) else BodyCache()
         self.repaired: list[Event] = repair_interrupted(session)
         self._turn = sum(1 for e in session.events if e.type == "turn/start")
 
@@ -277,7 +279,7 @@ class Agent:
         return request, body
 
     async def _step(self, turn: int, step: int) -> tuple[Event, str]:
-        request, _body = await self._prepare(turn, step)
+        request, body = await self._prepare(turn, step)
         handle = self._abort = AbortHandle()
         self._flush()
         attempt = 0
@@ -285,7 +287,8 @@ class Agent:
             attempt += 1
             chunks: list[FrozenDict] = []
             try:
-                async for chunk in self.client.stream(request, abort=handle):
+                # The bytes the checker compared are the bytes sent.
+                async for chunk in self.client.stream(request, abort=handle, body=body):
                     self.session.append(
                         "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
                     )

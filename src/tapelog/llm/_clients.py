@@ -80,7 +80,9 @@ class _SseClient:
         """Close the HTTP client (only needed when this client created it)."""
         await self.http.aclose()
 
-    async def stream(self, request: LlmRequest, *, abort: AbortHandle) -> AsyncIterator[FrozenDict]:
+    async def stream(
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+    ) -> AsyncIterator[FrozenDict]:
         """Send ``request`` and yield neutral chunks; ``finish`` comes last.
 
         On abort the stream stops at once, without a ``finish`` chunk (the
@@ -90,7 +92,8 @@ class _SseClient:
         """
         env = self._env if self._env is not None else os.environ
         key = resolve_api_key(self.provider, self.api_key_env, env, required=self.key_required)
-        body = self.wire.encode_body(request, cache=self.cache)
+        if body is None:
+            body = self.wire.encode_body(request, cache=self.cache)
         parser = self._parser()
         events = stream_sse(
             self.http,

@@ -391,14 +391,18 @@ class LocalClient:
         model = await asyncio.to_thread(_model_for, self._settings)
         await asyncio.to_thread(model.reset)
 
-    async def stream(self, request: LlmRequest, *, abort: AbortHandle) -> AsyncIterator[FrozenDict]:
+    async def stream(
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+    ) -> AsyncIterator[FrozenDict]:
         """Generate in a worker thread; yields text, usage and finish chunks.
 
         Abort is honoured between tokens: the stream then ends after the usage
         of what was evaluated, without a finish chunk, as an HTTP stream cut by
         abort does (nothing at all if the handle fired before generation).
         """
-        job = _job_from_body(self.wire.encode_body(request), default_seed=self._settings.seed)
+        if body is None:
+            body = self.wire.encode_body(request)
+        job = _job_from_body(body, default_seed=self._settings.seed)
         model = await asyncio.to_thread(_model_for, self._settings)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[FrozenDict | Exception | None] = asyncio.Queue()

@@ -160,6 +160,13 @@ def _default_http() -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0))
 
 
+def _in_process_emulator() -> httpx.AsyncClient:
+    """A fresh in-process emulator behind an ASGI transport (no socket, no key)."""
+    from tapelog.emulator import Emulator  # lazy: the emulator depends on llm, not vice versa
+
+    return httpx.AsyncClient(transport=Emulator().transport(), timeout=httpx.Timeout(60.0))
+
+
 def make_client(
     config: LlmCallConfig,
     *,
@@ -172,7 +179,8 @@ def make_client(
 
     ``base_url`` overrides the table's default (required for ``compatible``);
     ``http_client`` is injected for the emulator (ASGI transport) and tests
-    (``httpx.MockTransport``), else one is created; ``env`` replaces
+    (``httpx.MockTransport``), else one is created (for ``emulator`` without a
+    base URL: a fresh in-process emulator); ``env`` replaces
     ``os.environ`` as the source of API keys. ``options`` go to the ``local``
     provider (model path, context size, threads).
     """
@@ -188,7 +196,12 @@ def make_client(
             f"The {spec.name} provider needs a base URL (for example "
             "http://localhost:8000/v1); pass --base-url or base_url=."
         )
-    http = http_client if http_client is not None else _default_http()
+    if http_client is not None:
+        http = http_client
+    elif spec.name == "emulator" and base_url is None:
+        http = _in_process_emulator()
+    else:
+        http = _default_http()
     if spec.family == "anthropic":
         return AnthropicClient(
             http_client=http,

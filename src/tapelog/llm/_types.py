@@ -103,7 +103,9 @@ class ProviderClient(Protocol):
     @property
     def wire(self) -> WireFormat: ...
 
-    def stream(self, request: LlmRequest, *, abort: AbortHandle) -> AsyncIterator[FrozenDict]: ...
+    def stream(
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+    ) -> AsyncIterator[FrozenDict]: ...
 
 
 _USAGE_KEYS = ("input", "cache_read", "cache_write", "output", "reasoning")
