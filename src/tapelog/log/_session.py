@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import secrets
 import time as _time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from tapelog._errors import EventError, ForkError, LogError, ReentrantAppendError
 from tapelog.log._events import SURFACE_TYPES, Event, check_payload, event_from_json
@@ -62,6 +62,43 @@ def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
         elif event.type == "turn/end":
             open_turn = None
     return open_turn
+
+
+class _EventsView(Sequence[Event]):
+    """A read-only view of a session's event list; slicing returns a list copy."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[Event]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._items)
+
+    def __reversed__(self) -> Iterator[Event]:
+        return reversed(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _EventsView):
+            return self._items == other._items
+        if isinstance(other, (list, tuple)):
+            return list(self._items) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{len(self._items)} events>"
 
 
 class Session:
@@ -108,8 +145,8 @@ class Session:
 
     @property
     def events(self) -> Sequence[Event]:
-        """The events so far (a read-only view; events themselves are frozen)."""
-        return tuple(self._events)
+        """The events so far: a read-only live view (no copy; events are frozen)."""
+        return _EventsView(self._events)
 
     @property
     def seq(self) -> int:
