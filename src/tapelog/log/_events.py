@@ -296,7 +296,9 @@ def _header(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "header", dict)
     reason = _need(etype, data, "reason", str)
     if reason not in HEADER_REASONS:
-        raise _fail(etype, f"data.reason must be one of {', '.join(HEADER_REASONS)}, got {reason!r}")
+        raise _fail(
+            etype, f"data.reason must be one of {', '.join(HEADER_REASONS)}, got {reason!r}"
+        )
 
 
 _DELTA_KEYS: Final = ("system", "tools", "config", "prefix")
