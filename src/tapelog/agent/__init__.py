@@ -1,12 +1,16 @@
-"""The agent side: the loop, its hooks, and the tools the model can call."""
+"""The agent side: the loop, its hooks, compaction and trimming, and tools."""
 
+from tapelog.agent._compaction import CompactionPolicy, CompactionResult, choose_region
 from tapelog.agent._fs import fs_tools
 from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo
 from tapelog.agent._loop import Agent, RetryPolicy, TurnResult
 from tapelog.agent._tools import Tool, ToolOutcome, Toolset, tool
+from tapelog.agent._trimming import Trimmer, TrimPolicy, excerpt
 
 __all__ = [
     "Agent",
+    "CompactionPolicy",
+    "CompactionResult",
     "Hooks",
     "RetryPolicy",
     "StepContext",
@@ -14,7 +18,11 @@ __all__ = [
     "ToolCallInfo",
     "ToolOutcome",
     "Toolset",
+    "TrimPolicy",
+    "Trimmer",
     "TurnResult",
+    "choose_region",
+    "excerpt",
     "fs_tools",
     "tool",
 ]

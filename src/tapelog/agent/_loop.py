@@ -17,13 +17,21 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tapelog._errors import ProviderError, TapelogError
+from tapelog._errors import ContextOverflowError, ProviderError, TapelogError
+from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
 from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo, call_hook, text_blocks
 from tapelog.agent._tools import Tool, ToolOutcome, Toolset
+from tapelog.agent._trimming import Trimmer, TrimPolicy
 from tapelog.audit._checker import check_enabled, check_request
 from tapelog.audit._rebuild import build_request
 from tapelog.llm import BodyCache, assemble_message
-from tapelog.llm._types import AbortHandle, LlmRequest, ProviderClient
+from tapelog.llm._types import (
+    AbortHandle,
+    LlmRequest,
+    ProviderClient,
+    estimate_tokens,
+    usage_prompt_tokens,
+)
 from tapelog.log import (
     EpochHeader,
     Event,
@@ -32,6 +40,7 @@ from tapelog.log import (
     HeaderRecorder,
     LlmCallConfig,
     Session,
+    encode,
     freeze,
     repair_interrupted,
 )
@@ -103,6 +112,8 @@ class Agent:
         retry: RetryPolicy | None = None,
         max_steps: int = 32,
         check: bool | None = None,
+        compaction: CompactionPolicy | None = None,
+        trimming: TrimPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.session = session
@@ -125,6 +136,11 @@ class Agent:
         self._body_cache = cache if isinstance(cache, BodyCache) else BodyCache()
         self.repaired: list[Event] = repair_interrupted(session)
         self._turn = sum(1 for e in session.events if e.type == "turn/start")
+        self.compaction = compaction or CompactionPolicy()
+        self._trimmer = Trimmer(trimming or TrimPolicy())
+        # Tokens of the last request plus its reply, valid while the surface
+        # generation is unchanged: the cheap base of the context estimate.
+        self._context: tuple[int, int, int] | None = None  # (tokens, generation, last seq)
 
     # --- public controls -----------------------------------------------------
 
@@ -169,6 +185,7 @@ class Agent:
         usage: dict[str, int] = {}
         text = ""
         step = 0
+        overflowed = False
         try:
             while True:
                 step += 1
@@ -176,8 +193,21 @@ class Agent:
                     return self._end(
                         turn, step - 1, {"kind": "max_steps", "limit": self.max_steps}, text, usage
                     )
-                message, finish = await self._step(turn, step)
+                await self._between_steps(turn)
+                try:
+                    message, finish = await self._step(turn, step)
+                except ContextOverflowError as exc:
+                    if overflowed or not self.compaction.on_overflow:
+                        raise
+                    overflowed = True
+                    self._log_attempt_error(turn, step, exc, attempt=1, overflow=True)
+                    session.append("step/end", {"turn": turn, "step": step})
+                    result = await self.compact(trigger="overflow", turn=turn)
+                    if not result.ok:
+                        raise
+                    continue
                 _sum_usage(usage, message.data.get("usage"))
+                self._remember_context(message)
                 text = _final_text(message.data["content"]) or text
                 calls = [b for b in message.data["content"] if b["type"] == "tool_call"]
                 if calls and finish != "max_tokens":
@@ -260,8 +290,7 @@ class Agent:
         # slip between them, so the boundary is exactly this step/start.
         nodes = session.derive_nodes()
         boundary = session.append("step/start", {"turn": turn, "step": step})
-        folded = session.header
-        seed = self.config if not self._recorder.anchored or folded is None else folded.config
+        seed = self._config_seed()
         replaced = await call_hook(self.hooks.request, seed)
         config = replaced if isinstance(replaced, LlmCallConfig) else seed
         if replaced is not None and not isinstance(replaced, LlmCallConfig):
@@ -301,20 +330,7 @@ class Agent:
                 if not exc.retryable or attempt >= self.retry.max_attempts:
                     raise
                 delay = self.retry.delay(attempt)
-                self.session.append(
-                    "assistant/chunk",
-                    {
-                        "turn": turn,
-                        "step": step,
-                        "chunk": {
-                            "kind": "error",
-                            "attempt": attempt,
-                            "status": exc.status,
-                            "message": str(exc),
-                            "retry_in_ms": int(delay * 1000),
-                        },
-                    },
-                )
+                self._log_attempt_error(turn, step, exc, attempt=attempt, retry_in=delay)
                 self._flush()
                 await self._sleep(delay)
                 if handle.aborted:
@@ -338,6 +354,97 @@ class Agent:
         if handle.aborted:
             raise _Aborted()
         return message, assembled.finish
+
+    def _log_attempt_error(
+        self,
+        turn: int,
+        step: int,
+        exc: ProviderError,
+        *,
+        attempt: int,
+        retry_in: float | None = None,
+        overflow: bool = False,
+    ) -> None:
+        """Log a failed attempt as an ``error`` chunk (status, message, what happens next)."""
+        chunk: dict[str, Any] = {
+            "kind": "error",
+            "attempt": attempt,
+            "status": exc.status,
+            "message": str(exc),
+        }
+        if retry_in is not None:
+            chunk["retry_in_ms"] = int(retry_in * 1000)
+        if overflow:
+            chunk["overflow"] = True
+        self.session.append("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})
+
+    # --- compaction and trimming ---------------------------------------------
+
+    def _remember_context(self, message: Event) -> None:
+        used = message.data.get("usage")
+        if used:
+            tokens = usage_prompt_tokens(used) + int(used.get("output", 0))
+            self._context = (tokens, self.session.replace_generation, message.seq)
+
+    def _config_seed(self) -> LlmCallConfig:
+        """Explicit options on the instance's first request, the folded header's after."""
+        folded = self.session.header
+        if not self._recorder.anchored or folded is None:
+            return self.config
+        return folded.config
+
+    async def _current_header(self) -> EpochHeader:
+        """The header the next request would carry (before the request hook)."""
+        prefix = await self._compose_prefix()
+        return EpochHeader(
+            config=self._config_seed(),
+            system=self.system,
+            tools=self._tool_schemas(),
+            prefix=prefix,
+        )
+
+    async def context_tokens(self) -> int:
+        """Estimated tokens of the next request.
+
+        The last reported prompt + output tokens plus an estimate of the
+        messages appended since (O(new)); a full estimate of the would-be body
+        when there is no usable report (none yet, or history was replaced).
+        """
+        nodes = self.session.derive_nodes()
+        if self._context is not None and self._context[1] == self.session.replace_generation:
+            tokens, _, last = self._context
+            for seq, message in reversed(nodes):
+                if seq <= last:
+                    break
+                tokens += estimate_tokens(encode(message))
+            return tokens
+        header = await self._current_header()
+        request = build_request(header=header, nodes=nodes, session_id=None, boundary_seq=None)
+        body: bytes = self.client.wire.encode_body(request, cache=self._body_cache)
+        return estimate_tokens(body)
+
+    async def compact(
+        self, *, trigger: str = "manual", turn: int | None = None
+    ) -> CompactionResult:
+        """Summarise old history now (see :mod:`tapelog.agent._compaction`)."""
+        result = await compact(
+            self.session,
+            self.client,
+            await self._current_header(),
+            self.compaction,
+            trigger=trigger,
+            turn=turn,
+            context_tokens=await self.context_tokens(),
+        )
+        self._flush()
+        return result
+
+    async def _between_steps(self, turn: int) -> None:
+        """Trim old tool results and compact when the context is too full."""
+        self._trimmer.trim(self.session)
+        window = self.compaction.context_window
+        if window is not None and await self.context_tokens() > self.compaction.threshold * window:
+            await self.compact(trigger="auto", turn=turn)
 
     async def _run_tools(self, turn: int, step: int, calls: Sequence[Mapping[str, Any]]) -> None:
         session = self.session

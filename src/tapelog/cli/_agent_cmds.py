@@ -162,7 +162,8 @@ def _read_prompt() -> str | None:
 @click.command("chat")
 @_agent_options
 def chat_cmd(**opts: Any) -> None:
-    """Chat interactively: Ctrl-C aborts the current turn (logged), Ctrl-D exits."""
+    """Chat interactively: Ctrl-C aborts the current turn (logged), Ctrl-D exits,
+    ``/compact`` summarises old history now."""
 
     async def body(agent: Agent) -> None:
         loop = asyncio.get_running_loop()
@@ -172,6 +173,11 @@ def chat_cmd(**opts: Any) -> None:
             if prompt is None:
                 return
             if not prompt.strip():
+                continue
+            if prompt.strip() == "/compact":
+                done = await agent.compact()
+                note = "compacted history" if done.ok else f"compaction failed: {done.error}"
+                click.echo(f"[{done.id}] {note}", err=True)
                 continue
             loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
             try:

@@ -22,6 +22,7 @@ __all__ = [
     "LlmRequest",
     "ProviderClient",
     "WireFormat",
+    "estimate_tokens",
     "normalise_usage",
     "usage_prompt_tokens",
 ]
@@ -136,6 +137,12 @@ def normalise_usage(
         out["raw"] = raw
     usage: FrozenDict = freeze(out)
     return usage
+
+
+def estimate_tokens(data: bytes) -> int:
+    """The documented token estimate used by the emulator, compaction and the
+    audit: one token per started 4 bytes of canonical JSON."""
+    return (len(data) + 3) // 4
 
 
 def usage_prompt_tokens(usage: Mapping[str, Any]) -> int:

@@ -164,6 +164,10 @@ class Session:
         """Seqs of the current surface nodes, in order."""
         return self._surface.nodes
 
+    def on_surface(self, seq: int) -> bool:
+        """Whether the event ``seq`` is a node of the current surface (O(1))."""
+        return self._surface.position(seq) is not None
+
     @property
     def replace_generation(self) -> int:
         return self._surface.replace_generation
