@@ -1,0 +1,258 @@
+"""``tapelog chat`` driven the way a person drives it.
+
+First through a pipe: two prompts (one continued over two lines with a
+trailing backslash), then end of input. Then on a pseudo-terminal that is the
+chat's controlling terminal, so typing Ctrl-C sends SIGINT exactly as a
+keyboard would: the first turn is held in flight by a gate at the emulator's
+network edge (it streams a first piece of text and then waits), Ctrl-C aborts
+it, and the chat answers the next prompt and exits on Ctrl-D.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tapelog.emulator import Emulator
+from tapelog.log import Event
+from tapelog.store import JsonlStore
+
+TAPELOG = str(Path(sys.executable).with_name("tapelog"))
+
+
+def _env(store: Path) -> dict[str, str]:
+    env = {**os.environ, "TAPELOG_STORE": str(store)}
+    env.pop("TAPELOG_PROVIDER", None)
+    return env
+
+
+def _events(store: Path, session_id: str) -> list[Event]:
+    return list(JsonlStore(store).load(session_id).session.events)
+
+
+def _texts(events: list[Event], etype: str) -> list[str]:
+    return [
+        "".join(b["text"] for b in e.data["content"] if b["type"] == "text")
+        for e in events
+        if e.type == etype
+    ]
+
+
+def test_piped_prompts_with_a_continuation_line_then_eof(tmp_path: Path) -> None:
+    stdin = "What is a prefix cache?\nTell me about\\\nthe log, please.\n"
+    done = subprocess.run(
+        [TAPELOG, "chat", "--session", "chat-1", "--tools", "none"],
+        input=stdin,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "using the offline emulator" in done.stderr
+    # the emulator's default policy echoes the prompt: each answer names its prompt
+    assert "ok: What is a prefix cache?" in done.stdout
+    assert "ok: Tell me about\nthe log, please." in done.stdout
+    assert "[completed] turn 1" in done.stderr
+    assert "[completed] turn 2" in done.stderr
+    assert "Traceback" not in done.stderr
+
+    events = _events(tmp_path, "chat-1")
+    assert _texts(events, "user/message") == [
+        "What is a prefix cache?",
+        "Tell me about\nthe log, please.",
+    ]
+    ends = [e.data for e in events if e.type == "turn/end"]
+    assert [(d["turn"], d["reason"]["kind"]) for d in ends] == [(1, "completed"), (2, "completed")]
+    assert events[-1].type == "turn/end"
+
+
+# --- Ctrl-C on a real terminal ------------------------------------------------
+
+
+class Gate:
+    """ASGI middleware at the network edge: holds a stream once ``marker`` went out.
+
+    The emulator's frames pass through unchanged; after the body frame that
+    carries ``marker`` the response waits until :attr:`release` is set (or a
+    minute passes), so a turn is reliably in flight for as long as the test needs.
+    """
+
+    def __init__(self, marker: bytes) -> None:
+        self.app: ASGIApp | None = None
+        self.marker = marker
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def wrap(self, app: ASGIApp) -> ASGIApp:
+        """The middleware factory Starlette calls when it builds its stack."""
+        self.app = app
+        return self
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.app is not None
+
+        async def gated_send(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and self.marker in message.get("body", b""):
+                self.holding.set()
+                deadline = time.monotonic() + 60
+                while not self.release.is_set() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+
+        await self.app(scope, receive, gated_send)
+
+
+def _unread(port: int) -> int | None:
+    """Bytes waiting in the client socket connected to 127.0.0.1:``port`` (None: none)."""
+    remote = f"0100007F:{port:04X}"
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[2] == remote and fields[3] == "01":  # ESTABLISHED, client side
+            return int(fields[4].split(":")[1], 16)
+    return None
+
+
+def _waiting(pid: int) -> bool:
+    """The process's main thread sleeps in epoll (its asyncio loop has nothing to do)."""
+    wchan = Path(f"/proc/{pid}/task/{pid}/wchan").read_text()
+    return "epoll" in wchan or wchan == "0"  # "0": the kernel does not say
+
+
+class Terminal:
+    """A pseudo-terminal whose slave side is the child's controlling terminal."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        # The child becomes a session leader and takes the pty as its controlling
+        # terminal (TIOCSCTTY), so ^C typed on it is SIGINT to the chat process.
+        take_tty = (
+            "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+            "os.execv(sys.argv[1], sys.argv[1:])"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", take_tty, *argv],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**env, "COLUMNS": "200", "TERM": "dumb"},
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.output = b""
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 4096)
+            except OSError:  # EIO: the child closed its side
+                return
+            if not data:
+                return
+            with self._lock:
+                self.output += data
+
+    def text(self) -> str:
+        with self._lock:
+            return self.output.decode("utf-8", "replace").replace("\r\n", "\n")
+
+    def wait_for(self, needle: str, *, after: int = 0, timeout: float = 30.0) -> int:
+        """Wait until ``needle`` appears at or after offset ``after``; return its end."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            at = self.text().find(needle, after)
+            if at >= 0:
+                return at + len(needle)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"{needle!r} did not appear; the terminal shows:\n{self.text()}")
+
+    def idle_reading(self, port: int, *, timeout: float = 30.0) -> bool:
+        """True once the chat has taken every byte the server sent and sits idle.
+
+        Linux only (``/proc``): the chat's socket to ``port`` has nothing left
+        to read and its event loop waits in ``epoll`` -- so the piece that was
+        sent has been parsed and logged before Ctrl-C is typed.
+        """
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while time.monotonic() < deadline and calm < 3:
+            calm = calm + 1 if _unread(port) == 0 and _waiting(self.proc.pid) else 0
+            time.sleep(0.02)
+        return calm >= 3
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        os.close(self.master)
+        self._reader.join(timeout=5)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs a pseudo-terminal and /proc")
+def test_ctrl_c_aborts_the_turn_in_flight_and_the_chat_goes_on(
+    tmp_path: Path, loopback_emulator: tuple[Emulator, int]
+) -> None:
+    emulator, port = loopback_emulator
+    story = "Part one of a long story. " + "And then the cache hit again. " * 200
+    emulator.push({"text": story}, {"text": "Second answer, complete."})
+    gate = Gate(marker=b"Part one")
+    # Before the first request the app has no middleware stack yet, so this is allowed.
+    emulator.app.add_middleware(gate.wrap)
+
+    argv = [TAPELOG, "chat", "--session", "chat-pty", "--tools", "none", "--provider", "emulator"]
+    term = Terminal([*argv, "--base-url", f"http://127.0.0.1:{port}/v1"], _env(tmp_path))
+    try:
+        seen = term.wait_for("you> ")
+        term.type(b"Tell me a long story.\r")
+        assert gate.holding.wait(timeout=30), term.text()
+        assert term.idle_reading(port), "the chat never consumed the first streamed piece"
+        term.type(b"\x03")  # Ctrl-C while the answer streams
+        seen = term.wait_for("[aborted] turn 1", after=seen)
+        gate.release.set()
+        seen = term.wait_for("you> ", after=seen)
+        term.type(b"Second prompt\r")
+        seen = term.wait_for("Second answer, complete.", after=seen)
+        seen = term.wait_for("[completed] turn 2", after=seen)
+        term.wait_for("you> ", after=seen)
+        term.type(b"\x04")  # Ctrl-D at an empty prompt
+        assert term.proc.wait(timeout=30) == 0, term.text()
+    finally:
+        gate.release.set()
+        term.close()
+    assert "Traceback" not in term.text()
+
+    events = _events(tmp_path, "chat-pty")
+    ends = [e.data for e in events if e.type == "turn/end"]
+    assert [(d["turn"], d["reason"]["kind"]) for d in ends] == [(1, "aborted"), (2, "completed")]
+    assert ends[0]["reason"]["by"] == "interrupt"
+    first, second = [e.data for e in events if e.type == "assistant/message"]
+    assert first["interrupted"] is True
+    cut = "".join(b["text"] for b in first["content"] if b["type"] == "text")
+    assert cut.startswith("Part one")
+    assert story.startswith(cut)
+    assert len(cut) < len(story)
+    assert "interrupted" not in second
+    # the cut answer went back to the model as it was logged, before the new prompt
+    assert len(emulator.received) == 2
+    sent = emulator.received[1].json()["messages"]
+    assert [m["role"] for m in sent[-2:]] == ["assistant", "user"]
+    assert sent[-2]["content"] == cut
