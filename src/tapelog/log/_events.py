@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from tapelog._errors import EventError
 from tapelog.log._canonical import encode
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_decoded
 
 __all__ = [
     "EVENT_TYPES",
@@ -94,14 +94,16 @@ class Event:
 _ENVELOPE_KEYS: Final = ("seq", "time", "type", "data", "surface_op", "source_seqs")
 
 
-def event_from_json(obj: Any, *, where: str = "event") -> Event:
+def event_from_json(obj: Any, *, where: str = "event", decoded: bool = False) -> Event:
     """Build an :class:`Event` from its JSON form, checking the envelope shape.
 
     This checks what an event is on its own (keys, key order, types, known
     type); whether it fits its log (seq contiguity, legal replaces) is checked
-    by ``Session`` when the event is replayed.
+    by ``Session`` when the event is replayed. ``decoded=True`` says ``obj``
+    came straight from :func:`tapelog.log.decode`, which only yields lossless
+    JSON, so freezing may skip the per-value checks (the store's hot path).
     """
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise EventError(f"{where}: an event must be a JSON object, got {type(obj).__name__}")
     keys = list(obj.keys())
     unknown = [k for k in keys if k not in _ENVELOPE_KEYS]
@@ -123,7 +125,7 @@ def event_from_json(obj: Any, *, where: str = "event") -> Event:
             f"{where}: unknown event type {etype!r}; this version of tapelog reads "
             f"format version {SESSION_FORMAT_VERSION} types only"
         )
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):
         raise EventError(f"{where}: data must be a JSON object")
     for key in ("surface_op", "source_seqs"):
         # An explicit null would be dropped when the event is written again,
@@ -132,6 +134,15 @@ def event_from_json(obj: Any, *, where: str = "event") -> Event:
             raise EventError(f"{where}: {key} must be left out rather than null")
     surface_op = obj.get("surface_op")
     source_seqs = obj.get("source_seqs")
+    if decoded and type(data) is dict:
+        return Event(
+            seq=seq,
+            time=time,
+            type=etype,
+            data=freeze_decoded(data),
+            surface_op=None if surface_op is None else freeze_decoded(surface_op),
+            source_seqs=None if source_seqs is None else freeze_decoded(source_seqs),
+        )
     return Event(
         seq=seq,
         time=time,
@@ -153,6 +164,8 @@ def _need(etype: str, data: Mapping[str, Any], key: str, kind: type | tuple[type
     if key not in data:
         raise _fail(etype, f"data.{key} is required")
     value = data[key]
+    if type(value) is kind:  # the common case: exactly the expected JSON type
+        return value
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if kind is int or int in kinds:
         ok = isinstance(value, kinds) and not isinstance(value, bool)

@@ -20,7 +20,16 @@ from typing import Any, NoReturn, SupportsIndex, TypeAlias
 
 from tapelog._errors import FrozenError, JsonValueError
 
-__all__ = ["FrozenDict", "FrozenList", "JsonValue", "freeze", "freeze_dict", "freeze_list", "thaw"]
+__all__ = [
+    "FrozenDict",
+    "FrozenList",
+    "JsonValue",
+    "freeze",
+    "freeze_decoded",
+    "freeze_dict",
+    "freeze_list",
+    "thaw",
+]
 
 JsonValue: TypeAlias = Any
 """A lossless JSON value: None, bool, int, float, str, list or str-keyed dict."""
@@ -217,6 +226,21 @@ def freeze(value: Any, *, path: str = "value", _key: str | SupportsIndex | None 
         if cycle is not None:
             raise JsonValueError(cycle, "value contains itself (a cycle)") from None
         raise JsonValueError(path, "value is nested too deeply") from None
+
+
+def freeze_decoded(value: Any) -> Any:
+    """Freeze a value that came straight from the canonical decoder.
+
+    orjson only produces lossless JSON (it refuses NaN, infinities and lone
+    surrogates; keys are strings), so only the containers need converting.
+    Never call this on values that did not come from ``decode``.
+    """
+    t = type(value)
+    if t is dict:
+        return _new_dict({k: freeze_decoded(v) for k, v in value.items()})
+    if t is list:
+        return _new_list([freeze_decoded(v) for v in value])
+    return value
 
 
 def freeze_dict(value: Any, *, path: str = "value") -> FrozenDict:
