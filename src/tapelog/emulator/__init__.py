@@ -4,21 +4,33 @@
 and OpenAI cache rules) and the Anthropic Messages wire, answers from a script
 or a deterministic default policy, and reports cache usage by each provider's
 documented rule. The rules themselves are pure functions over segment lists
-(``deepseek_rule``, ``openai_rule``, ``anthropic_rule``). See docs/emulator.md.
+(``deepseek_rule``, ``openai_rule``, ``anthropic_rule``); :func:`account` applies
+one and updates a store, for the emulator and the cache audit alike. See
+docs/emulator.md.
 """
 
-from tapelog.emulator._app import ROUTES, Emulator, ReceivedRequest, Rule
+from tapelog.emulator._app import ROUTES, Emulator, ReceivedRequest
 from tapelog.emulator._cache import (
     CacheOutcome,
     PrefixStore,
+    Prompt,
+    Rule,
     Segment,
     SegmentSource,
+    account,
     anthropic_rule,
     chain_segments,
     deepseek_rule,
     openai_rule,
 )
-from tapelog.emulator._render import anthropic_sources, estimate_bytes, openai_sources
+from tapelog.emulator._openai_wire import reply_sources
+from tapelog.emulator._render import (
+    anthropic_block_source,
+    anthropic_sources,
+    estimate_bytes,
+    openai_message_source,
+    openai_sources,
+)
 from tapelog.emulator._script import Fault, Reply, ToolCallSpec, load_script, parse_entry
 
 __all__ = [
@@ -27,19 +39,24 @@ __all__ = [
     "Emulator",
     "Fault",
     "PrefixStore",
+    "Prompt",
     "ReceivedRequest",
     "Reply",
     "Rule",
     "Segment",
     "SegmentSource",
     "ToolCallSpec",
+    "account",
+    "anthropic_block_source",
     "anthropic_rule",
     "anthropic_sources",
     "chain_segments",
     "deepseek_rule",
     "estimate_bytes",
     "load_script",
+    "openai_message_source",
     "openai_rule",
     "openai_sources",
     "parse_entry",
+    "reply_sources",
 ]

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -28,20 +28,16 @@ from tapelog.emulator import _openai_wire as openai
 from tapelog.emulator._cache import (
     CacheOutcome,
     PrefixStore,
+    Rule,
     Segment,
-    anthropic_rule,
+    account,
     chain_segments,
-    deepseek_rule,
-    openai_rule,
 )
 from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Meta, parse_body
-from tapelog.emulator._render import openai_message_source
 from tapelog.emulator._script import Entry, Fault, Reply, default_reply, parse_entry
 from tapelog.log import decode, encode
 
 __all__ = ["ROUTES", "Emulator", "ReceivedRequest", "Rule"]
-
-Rule = Literal["deepseek", "openai", "anthropic"]
 
 ROUTES: dict[str, Rule] = {
     "/v1/chat/completions": "deepseek",
@@ -230,24 +226,15 @@ class Emulator:
         return _sse(frames.complete(), head)
 
     def _account(self, rule: Rule, prompt: list[Segment], reply: Reply) -> CacheOutcome:
-        """Apply the route's cache rule and update its store."""
-        store = self._stores[rule]
-        if rule == "deepseek":
-            # The reply as the client would send it back, with and without reasoning
-            # (whether reasoning goes back is a per-model client setting).
-            variants = [openai.message_of(reply, reasoning=True)]
-            if reply.reasoning:
-                variants.append(openai.message_of(reply, reasoning=False))
-            replies = [
-                chain_segments("", [openai_message_source(m)], after=prompt) for m in variants
-            ]
-            outcome = deepseek_rule(prompt, store, replies=replies, unit=self.deepseek_unit)
-        elif rule == "openai":
-            outcome = openai_rule(prompt, store)
-        else:
-            outcome = anthropic_rule(prompt, store, minimum=self.anthropic_minimum)
-        store.apply(outcome)
-        return outcome
+        """Apply the route's cache rule and update its store (shared with the audit)."""
+        return account(
+            rule,
+            prompt,
+            self._stores[rule],
+            reply=openai.reply_sources(reply) if rule == "deepseek" else (),
+            deepseek_unit=self.deepseek_unit,
+            anthropic_minimum=self.anthropic_minimum,
+        )
 
 
 def _with_ids(reply: Reply, prefix: str, number: int) -> Reply:

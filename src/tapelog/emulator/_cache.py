@@ -10,6 +10,11 @@ The rules take the segments and a read-only view of what is stored and return a
 :class:`CacheOutcome`: the token counts to report plus the keys to store and the
 keys that were hit. They never mutate anything, which is what makes them easy to
 test by property; :class:`PrefixStore` is the one stateful piece (optional TTL).
+:func:`account` applies a rule and updates a store: the emulator and the cache
+audit (``tapelog.audit.cache_report``) both call it, so they cannot disagree.
+A rule takes a plain segment list or a :class:`Prompt` whose prefix lengths and
+breakpoints were computed once (the audit extends one per request), and reads
+only the positions it needs, so a request costs what it inspects.
 
 Sources (PROVIDERS.md, "Emulator rules" and the per-provider sections):
 DeepSeek caches the longest stored prefix in whole units (64 tokens in its 2024
@@ -22,19 +27,25 @@ write, and writes nothing below the model's minimum prefix.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
 __all__ = [
     "CacheOutcome",
     "PrefixStore",
+    "Prompt",
+    "Rule",
     "Segment",
     "SegmentSource",
+    "account",
     "anthropic_rule",
     "chain_segments",
     "deepseek_rule",
     "openai_rule",
 ]
+
+Rule = Literal["deepseek", "openai", "anthropic"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +97,86 @@ class CacheOutcome:
     ``read + write + uncached == prompt`` always holds. ``write`` is non-zero only
     for rules that bill writes (Anthropic). ``writes`` are the prefix keys to
     store after the request; ``hits`` the stored keys it read (refreshed on TTL).
+    ``known`` counts the leading ``writes`` the store already held: the prefixes
+    of the deepest hit of a rule whose stored keys are prefix-closed (DeepSeek,
+    OpenAI), which a store without TTL need not touch again.
     """
 
     prompt: int
     read: int
     write: int
     uncached: int
-    writes: tuple[str, ...] = ()
+    writes: Sequence[str] = ()
     hits: tuple[str, ...] = ()
+    known: int = 0
+
+
+class _Keys(Sequence[str]):
+    """The keys of runs of segments, read lazily (a long prompt's writes cost
+    nothing until a store reads the ones it needs). The lengths are fixed when
+    made, so runs that are lists extended later still read the same keys."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self, runs: Iterable[Sequence[Segment]]) -> None:
+        self._runs = [(run, len(run)) for run in runs]
+
+    def __len__(self) -> int:
+        return sum(n for _, n in self._runs)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        for run, n in self._runs:
+            if 0 <= index < n:
+                return run[index].key
+            index -= n
+        raise IndexError(index)
+
+    def __iter__(self) -> Iterator[str]:
+        for run, n in self._runs:
+            for i in range(n):
+                yield run[i].key
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """Chained segments with their prefix lengths and breakpoint positions.
+
+    ``ends[i]`` is the token count through segment ``i``; ``points`` are the
+    indexes of Anthropic breakpoints. :meth:`of` computes both from a segment
+    list; a caller that grows a prompt request by request can keep them as it
+    goes (the lists must then only ever be extended, never rewritten).
+    """
+
+    segments: Sequence[Segment]
+    ends: Sequence[int]
+    points: Sequence[int] = ()
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment]) -> Prompt:
+        return cls(segments, _ends(segments), [i for i, s in enumerate(segments) if s.breakpoint])
+
+    @property
+    def total(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+
+def _view(prompt: Sequence[Segment] | Prompt) -> Prompt:
+    return prompt if isinstance(prompt, Prompt) else Prompt.of(prompt)
 
 
 def _ends(segments: Sequence[Segment]) -> list[int]:
@@ -115,7 +198,7 @@ def _longest_stored(segments: Sequence[Segment], stored: Container[str]) -> int:
 
 
 def deepseek_rule(
-    prompt: Sequence[Segment],
+    prompt: Sequence[Segment] | Prompt,
     stored: Container[str],
     *,
     replies: Sequence[Sequence[Segment]] = (),
@@ -127,37 +210,37 @@ def deepseek_rule(
     reply as the client would send it back, chained after the prompt), so the
     next turn reads through the previous reply only if it comes back exactly.
     """
-    ends = _ends(prompt)
-    total = ends[-1] if ends else 0
-    hit = _longest_stored(prompt, stored)
-    shared = ends[hit] if hit >= 0 else 0
+    view = _view(prompt)
+    segments = view.segments
+    hit = _longest_stored(segments, stored)
+    shared = view.ends[hit] if hit >= 0 else 0
     read = unit * (shared // unit)
-    writes = [s.key for s in prompt]
-    for reply in replies:
-        writes.extend(s.key for s in reply)
-    hits = (prompt[hit].key,) if hit >= 0 else ()
-    return CacheOutcome(total, read, 0, total - read, tuple(writes), hits)
+    hits = (segments[hit].key,) if hit >= 0 else ()
+    total = view.total
+    writes = _Keys([segments, *replies])
+    return CacheOutcome(total, read, 0, total - read, writes, hits, hit + 1)
 
 
 def openai_rule(
-    prompt: Sequence[Segment],
+    prompt: Sequence[Segment] | Prompt,
     stored: Container[str],
     *,
     minimum: int = 1024,
     step: int = 128,
 ) -> CacheOutcome:
     """OpenAI (before GPT-5.6): nothing below ``minimum`` shared tokens, then ``step``s."""
-    ends = _ends(prompt)
-    total = ends[-1] if ends else 0
-    hit = _longest_stored(prompt, stored)
-    shared = ends[hit] if hit >= 0 else 0
+    view = _view(prompt)
+    segments = view.segments
+    hit = _longest_stored(segments, stored)
+    shared = view.ends[hit] if hit >= 0 else 0
     read = 0 if shared < minimum else step * (shared // step)
-    hits = (prompt[hit].key,) if hit >= 0 and read else ()
-    return CacheOutcome(total, read, 0, total - read, tuple(s.key for s in prompt), hits)
+    hits = (segments[hit].key,) if hit >= 0 and read else ()
+    total = view.total
+    return CacheOutcome(total, read, 0, total - read, _Keys([segments]), hits, hit + 1)
 
 
 def anthropic_rule(
-    prompt: Sequence[Segment],
+    prompt: Sequence[Segment] | Prompt,
     stored: Container[str],
     *,
     minimum: int = 1024,
@@ -172,21 +255,21 @@ def anthropic_rule(
     is uncached input. Writes are stored at every breakpoint that reaches
     ``minimum``.
     """
-    ends = _ends(prompt)
-    total = ends[-1] if ends else 0
-    points = [i for i, s in enumerate(prompt) if s.breakpoint]
+    view = _view(prompt)
+    segments, ends, points = view.segments, view.ends, view.points
+    total = view.total
     deepest = -1
     for point in points:
         for i in range(point, max(point - lookback, 0) - 1, -1):
-            if prompt[i].key in stored:
+            if segments[i].key in stored:
                 deepest = max(deepest, i)
                 break
     read = ends[deepest] if deepest >= 0 else 0
     write = 0
     if points and points[-1] > deepest and ends[points[-1]] >= minimum:
         write = ends[points[-1]] - read
-    writes = tuple(prompt[p].key for p in points if ends[p] >= minimum)
-    hits = (prompt[deepest].key,) if deepest >= 0 else ()
+    writes = tuple(segments[p].key for p in points if ends[p] >= minimum)
+    hits = (segments[deepest].key,) if deepest >= 0 else ()
     return CacheOutcome(total, read, write, total - read - write, writes, hits)
 
 
@@ -215,10 +298,48 @@ class PrefixStore:
         return len(self._touched)
 
     def apply(self, outcome: CacheOutcome) -> None:
-        """Record a request's writes and refresh its hits."""
+        """Record a request's writes and refresh its hits.
+
+        Without a TTL, touching a key again changes nothing, so the writes the
+        store already held (``outcome.known``) are skipped: a request then costs
+        what it added, not the length of its prompt.
+        """
         now = self.clock()
-        for key in (*outcome.hits, *outcome.writes):
+        writes = outcome.writes
+        start = outcome.known if self.ttl_seconds is None else 0
+        for key in outcome.hits:
             self._touched[key] = now
+        for i in range(start, len(writes)):
+            self._touched[writes[i]] = now
 
     def clear(self) -> None:
         self._touched.clear()
+
+
+def account(
+    rule: Rule,
+    prompt: Sequence[Segment] | Prompt,
+    store: PrefixStore,
+    *,
+    reply: Sequence[SegmentSource] = (),
+    deepseek_unit: int = 64,
+    anthropic_minimum: int = 1024,
+) -> CacheOutcome:
+    """Apply ``rule`` to one request and record what it leaves in ``store``.
+
+    ``reply`` holds the renderings of the answer as a client would send it back
+    (see ``reply_sources``); only DeepSeek stores them, each chained after the
+    prompt. The emulator and the cache audit both go through here.
+    """
+    view = _view(prompt)
+    if rule == "deepseek":
+        replies = [chain_segments("", [source], after=view.segments) for source in reply]
+        outcome = deepseek_rule(view, store, replies=replies, unit=deepseek_unit)
+    elif rule == "openai":
+        outcome = openai_rule(view, store)
+    elif rule == "anthropic":
+        outcome = anthropic_rule(view, store, minimum=anthropic_minimum)
+    else:
+        raise ValueError(f"unknown cache rule {rule!r}")
+    store.apply(outcome)
+    return outcome

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog.emulator._cache import CacheOutcome
+from tapelog.emulator._cache import CacheOutcome, SegmentSource
+from tapelog.emulator._render import openai_message_source
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream, comment_frame, data_frame, split_even, split_every
 from tapelog.log import encode
@@ -25,6 +26,7 @@ __all__ = [
     "error_object",
     "message_of",
     "overflow_body",
+    "reply_sources",
     "stream_frames",
     "usage_of",
 ]
@@ -102,6 +104,18 @@ def message_of(reply: Reply, *, reasoning: bool) -> dict[str, Any]:
             for c in reply.tool_calls
         ]
     return message
+
+
+def reply_sources(reply: Reply) -> list[SegmentSource]:
+    """The reply as a client would send it back, with and without reasoning.
+
+    Whether reasoning goes back is a per-model client setting, so a DeepSeek
+    store keeps both renderings (as output prefixes chained after the prompt).
+    """
+    variants = [message_of(reply, reasoning=True)]
+    if reply.reasoning:
+        variants.append(message_of(reply, reasoning=False))
+    return [openai_message_source(m) for m in variants]
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from tapelog.log import encode
 
 __all__ = [
     "Conversation",
+    "anthropic_block_source",
     "anthropic_sources",
     "count_cache_controls",
     "estimate_bytes",
@@ -116,6 +117,15 @@ def _block_source(kind: str, block: Any, extra: Mapping[str, Any]) -> SegmentSou
     return SegmentSource(identity, estimate_bytes(encode(bare)), _marked(block))
 
 
+def anthropic_block_source(block: Any, *, role: Any, opens: bool) -> SegmentSource:
+    """One content block of a message as :func:`anthropic_sources` renders it.
+
+    Public so the cache audit can render a conversation block by block as it
+    grows, with the same identities the emulator computes from the body.
+    """
+    return _block_source("block", block, {"role": role, "opens": opens})
+
+
 def anthropic_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
     """Each tool, each system block, then each content block of each message.
 
@@ -132,7 +142,7 @@ def anthropic_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
         role = message.get("role") if isinstance(message, Mapping) else None
         content = message.get("content") if isinstance(message, Mapping) else None
         for i, block in enumerate(_blocks(content)):
-            sources.append(_block_source("block", block, {"role": role, "opens": i == 0}))
+            sources.append(anthropic_block_source(block, role=role, opens=i == 0))
     if body.get("cache_control") is not None and sources:
         last = sources[-1]
         sources[-1] = SegmentSource(last.identity, last.tokens, True)
