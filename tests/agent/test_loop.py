@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -322,3 +324,74 @@ async def test_an_interrupted_turn_is_repaired_deterministically_on_resume() -> 
         assert agent.repaired[-1].data["reason"]["kind"] == "interrupted"
         follow = await agent.run("again")
     assert follow.reason["kind"] == "completed"
+
+
+async def test_hooks_feed_the_request_only_through_logged_channels() -> None:
+    prefix_calls: list[Any] = []
+    pre_steps: list[tuple[int, int, int]] = []
+
+    def session_prefix(seed: Any) -> list[dict[str, Any]]:
+        prefix_calls.append(seed)
+        return [{"role": "user", "content": [{"type": "text", "text": "Project notes: v2."}]}]
+
+    hooks = Hooks(
+        session_prefix=session_prefix,
+        pre_step=lambda ctx: pre_steps.append((ctx.turn, ctx.step, len(ctx.prefix))),
+        prompt_submit=lambda content: "submitted at noon",
+        tool_post_execute=lambda info, outcome: f"{info.name} ran",
+    )
+    emulator = Emulator(
+        script=[{"tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": 2}'}]}, {"text": "3"}]
+    )
+    async with agent_on(emulator, tools=[add], hooks=hooks) as agent:
+        await agent.run("one")
+        await agent.run("two")
+    assert len(prefix_calls) == 1, "the prefix is composed once per loop instance"
+    assert prefix_calls[0] == []
+    assert pre_steps == [(1, 1, 1), (1, 2, 1), (2, 1, 1)]
+    header = next(e for e in agent.session.events if e.type == "request/header")
+    assert header.data["header"]["prefix"][0]["content"][0]["text"] == "Project notes: v2."
+    contexts = [
+        (e.data["source"]["kind"], e.data["content"][0]["text"])
+        for e in agent.session.events
+        if e.type == "context/message"
+    ]
+    assert contexts == [
+        ("prompt-submit", "submitted at noon"),
+        ("tool-post-execute", "add ran"),
+        ("prompt-submit", "submitted at noon"),
+    ]
+    second = decode(emulator.received[1].body)["messages"]
+    assert second[1]["content"] == "Project notes: v2."
+    assert second[-1] == {"role": "user", "content": "add ran"}
+    _assert_bytes_rebuild(agent.session, emulator)
+
+
+@tool
+async def slow(label: str, delay: float) -> str:
+    """Sleep, then echo the label."""
+    await asyncio.sleep(delay)
+    return label
+
+
+async def test_tool_calls_run_concurrently_and_commit_in_the_models_order() -> None:
+    emulator = Emulator(
+        script=[
+            {
+                "tool_calls": [
+                    {"name": "slow", "arguments": '{"label": "first", "delay": 0.3}'},
+                    {"name": "slow", "arguments": '{"label": "second", "delay": 0.0}'},
+                ]
+            },
+            {"text": "done"},
+        ]
+    )
+    async with agent_on(emulator, tools=[slow]) as agent:
+        started = time.perf_counter()
+        await agent.run("go")
+        elapsed = time.perf_counter() - started
+    results = [e.data["content"] for e in agent.session.events if e.type == "tool/result"]
+    assert results == ["first", "second"]
+    kinds = [e.type for e in agent.session.events if e.type in ("tool/call", "tool/result")]
+    assert kinds == ["tool/call", "tool/call", "tool/result", "tool/result"]
+    assert elapsed < 0.55, "the two calls overlapped"

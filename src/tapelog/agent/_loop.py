@@ -19,8 +19,9 @@ from typing import Any, Protocol
 
 from tapelog._errors import ContextOverflowError, ProviderError, TapelogError
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
-from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo, call_hook, text_blocks
-from tapelog.agent._tools import Tool, ToolOutcome, Toolset
+from tapelog.agent._hooks import Hooks, StepContext, call_hook, text_blocks
+from tapelog.agent._tool_calls import run_tool_calls
+from tapelog.agent._tools import Tool, Toolset
 from tapelog.agent._trimming import Trimmer, TrimPolicy
 from tapelog.audit._checker import check_enabled, check_request
 from tapelog.audit._rebuild import build_request
@@ -447,70 +448,19 @@ class Agent:
             await self.compact(trigger="auto", turn=turn)
 
     async def _run_tools(self, turn: int, step: int, calls: Sequence[Mapping[str, Any]]) -> None:
-        session = self.session
-        infos: list[tuple[ToolCallInfo, Event]] = []
-        for block in calls:
-            info = ToolCallInfo(
-                turn=turn,
-                step=step,
-                call_id=block["id"],
-                name=block["name"],
-                arguments=block["arguments"],
-            )
-            event = session.append(
-                "tool/call",
-                {
-                    "turn": turn,
-                    "step": step,
-                    "call_id": info.call_id,
-                    "name": info.name,
-                    "arguments": info.arguments,
-                },
-            )
-            infos.append((info, event))
-        self._flush()
         handle = self._abort
         assert handle is not None
-        tasks = [asyncio.ensure_future(self._invoke(info)) for info, _ in infos]
-        waiter = asyncio.ensure_future(handle.wait())
-        try:
-            await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
-            while not handle.aborted and not all(t.done() for t in tasks):
-                await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-        aborted = handle.aborted
-        contexts: list[str] = []
-        for (info, call_event), task in zip(infos, tasks, strict=True):
-            if task.done() and not task.cancelled():
-                outcome = task.result()
-            else:
-                task.cancel()
-                outcome = ToolOutcome(
-                    content=f"aborted: the tool call {info.name} was cancelled before it finished",
-                    is_error=True,
-                    error={"kind": "aborted"},
-                )
-            result: dict[str, Any] = {
-                "turn": turn,
-                "step": step,
-                "call_id": info.call_id,
-                "content": outcome.content,
-                "is_error": outcome.is_error,
-            }
-            if outcome.error is not None:
-                result["error"] = outcome.error
-            session.append("tool/result", result, surface_op="append", source_seqs=[call_event.seq])
-            if outcome.additional_context:
-                contexts.append(outcome.additional_context)
-            if not aborted:
-                extra = await call_hook(self.hooks.tool_post_execute, info, outcome)
-                if extra:
-                    contexts.append(extra)
+        contexts, aborted = await run_tool_calls(
+            self.session,
+            self.tools,
+            self.hooks,
+            handle,
+            turn=turn,
+            step=step,
+            calls=calls,
+            flush=self._flush,
+        )
         for text in contexts:
             self.inject(text, kind="tool-post-execute")
         if aborted:
             raise _Aborted()
-
-    async def _invoke(self, info: ToolCallInfo) -> ToolOutcome:
-        return await self.tools.run(info.name, info.arguments)

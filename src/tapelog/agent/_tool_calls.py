@@ -1,0 +1,101 @@
+"""Running a step's tool calls: logged before, run concurrently, results in order.
+
+``tool/call`` events are appended (and flushed) before any tool runs, so a
+crash mid-tool leaves a call that repair closes with an "outcome unknown"
+result. Independent calls run concurrently; their ``tool/result`` events are
+committed in the model's order whatever order they finish in. An abort cancels
+what is still running and closes those calls with ``aborted`` error results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tapelog.agent._hooks import Hooks, ToolCallInfo, call_hook
+from tapelog.agent._tools import ToolOutcome, Toolset
+from tapelog.llm import AbortHandle
+from tapelog.log import Event, Session
+
+__all__ = ["run_tool_calls"]
+
+
+def _aborted_outcome(info: ToolCallInfo) -> ToolOutcome:
+    return ToolOutcome(
+        content=f"aborted: the tool call {info.name} was cancelled before it finished",
+        is_error=True,
+        error={"kind": "aborted"},
+    )
+
+
+async def _wait_all_or_abort(tasks: Sequence[asyncio.Future[Any]], handle: AbortHandle) -> None:
+    waiter = asyncio.ensure_future(handle.wait())
+    try:
+        while not handle.aborted and not all(t.done() for t in tasks):
+            await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+
+
+async def run_tool_calls(
+    session: Session,
+    tools: Toolset,
+    hooks: Hooks,
+    handle: AbortHandle,
+    *,
+    turn: int,
+    step: int,
+    calls: Sequence[Mapping[str, Any]],
+    flush: Callable[[], None],
+) -> tuple[list[str], bool]:
+    """Run ``calls`` (tool_call blocks); return the additional context texts to
+    log after the results, and whether the step was aborted."""
+    infos: list[tuple[ToolCallInfo, Event]] = []
+    for block in calls:
+        info = ToolCallInfo(
+            turn=turn,
+            step=step,
+            call_id=block["id"],
+            name=block["name"],
+            arguments=block["arguments"],
+        )
+        event = session.append(
+            "tool/call",
+            {
+                "turn": turn,
+                "step": step,
+                "call_id": info.call_id,
+                "name": info.name,
+                "arguments": info.arguments,
+            },
+        )
+        infos.append((info, event))
+    flush()
+    tasks = [asyncio.ensure_future(tools.run(info.name, info.arguments)) for info, _ in infos]
+    await _wait_all_or_abort(tasks, handle)
+    aborted = handle.aborted
+    contexts: list[str] = []
+    for (info, call_event), task in zip(infos, tasks, strict=True):
+        if task.done() and not task.cancelled():
+            outcome = task.result()
+        else:
+            task.cancel()
+            outcome = _aborted_outcome(info)
+        result: dict[str, Any] = {
+            "turn": turn,
+            "step": step,
+            "call_id": info.call_id,
+            "content": outcome.content,
+            "is_error": outcome.is_error,
+        }
+        if outcome.error is not None:
+            result["error"] = outcome.error
+        session.append("tool/result", result, surface_op="append", source_seqs=[call_event.seq])
+        if outcome.additional_context:
+            contexts.append(outcome.additional_context)
+        if not aborted:
+            extra = await call_hook(hooks.tool_post_execute, info, outcome)
+            if extra:
+                contexts.append(extra)
+    return contexts, aborted
