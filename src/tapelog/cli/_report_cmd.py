@@ -1,0 +1,39 @@
+"""``tapelog report``: write a session's self-contained HTML cache report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tapelog.audit._report_html import render_report
+from tapelog.cli._common import store_option
+from tapelog.cli._store_cmds import load_target
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("report")
+@click.argument("target", metavar="SESSION")
+@store_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The HTML file to write (replaced if it exists).",
+)
+def report_cmd(target: str, store_dir: Path | None, output: Path) -> None:
+    """Write an HTML report of SESSION: cache use per request, timeline, messages.
+
+    SESSION is a session id in the store or the path of a session file. The
+    page is one file with everything inline; it loads nothing from the network.
+    """
+    session = load_target(target, store_dir)
+    html = render_report(session).encode("utf-8")
+    output.write_bytes(html)
+    requests = sum(1 for e in session.events if e.type == "step/start")
+    click.echo(f"wrote {output} ({requests} request(s), {len(html) / 1024:.0f} KiB)")
+
+
+COMMANDS: list[click.Command] = [report_cmd]
