@@ -18,8 +18,8 @@ from typing import Any
 
 __all__ = ["Bar", "chart_svg", "legend_html"]
 
-_PLOT_WIDTH = 1040  # px available for bars before the chart starts to scroll
-_MIN_SLOT = 9
+_PLOT_WIDTH = 1000  # px available for bars before the chart starts to scroll
+_MIN_SLOT = 6
 _TOP = 28  # above the plot; grows to fit the rotated cause labels
 _HEIGHT = 300  # plot height
 _LEFT = 72
@@ -87,25 +87,36 @@ class _Frame:
 
 
 def _turn_bands(bars: Sequence[Bar], frame: _Frame) -> list[str]:
-    """Alternating background bands and a label under each turn's bars."""
+    """Alternating background bands, and a label under each turn that has room for one."""
     out: list[str] = []
-    start = 0
+    start, shade, free_x = 0, 0, 0.0
     for i in range(1, len(bars) + 1):
         if i < len(bars) and bars[i].turn == bars[start].turn:
             continue
         x0, x1 = _LEFT + start * frame.slot, _LEFT + i * frame.slot
-        shade = "band band-odd" if len(out) // 2 % 2 else "band"
         out.append(
-            f'<rect class="{shade}" x="{x0:.1f}" y="{frame.top:.1f}" '
+            f'<rect class="band{" band-odd" if shade else ""}" x="{x0:.1f}" y="{frame.top:.1f}" '
             f'width="{x1 - x0:.1f}" height="{_HEIGHT}"/>'
         )
-        label = f"turn {bars[start].turn}" if x1 - x0 >= 44 else str(bars[start].turn)
-        out.append(
-            f'<text class="turn-label" x="{(x0 + x1) / 2:.1f}" y="{frame.base + 36:.1f}" '
-            f'text-anchor="middle">{escape(label)}</text>'
-        )
-        start = i
+        label = f"turn {bars[start].turn}"
+        half = len(label) * _CHAR_W / 2
+        end = _LEFT + len(bars) * frame.slot
+        if free_x <= (x0 + x1) / 2 - half and (x0 + x1) / 2 + half <= end:  # no overlaps
+            free_x = (x0 + x1) / 2 + half + 8
+            out.append(
+                f'<text class="turn-label" x="{(x0 + x1) / 2:.1f}" y="{frame.base + 36:.1f}" '
+                f'text-anchor="middle">{escape(label)}</text>'
+            )
+        start, shade = i, 1 - shade
     return out
+
+
+def _tick_every(slot: float) -> int:
+    """Label every k-th request (k = 1, 2, 5, 10, 20, …) so numbers keep ~30 px apart."""
+    k = 1
+    while k * slot < 30:
+        k = k * 5 // 2 if str(k)[0] == "2" else k * 2
+    return k
 
 
 def _bar(bar: Bar, x: float, width: float, frame: _Frame, show_index: bool) -> str:
@@ -167,7 +178,7 @@ def chart_svg(bars: Sequence[Bar]) -> str:
     frame = _Frame(top=top, scale=scale, slot=slot)
     height = frame.base + _BOTTOM
     bar_w = max(min(slot * 0.68, 56), 4)
-    every = max(1, math.ceil(26 / slot))  # label every k-th bar when they get narrow
+    every = _tick_every(slot)
     out = [
         f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
         f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
@@ -183,7 +194,8 @@ def chart_svg(bars: Sequence[Bar]) -> str:
         )
     for i, bar in enumerate(bars):
         x = _LEFT + i * slot + (slot - bar_w) / 2
-        out.append(_bar(bar, x, bar_w, frame, show_index=(i % every == 0)))
+        shown = every == 1 or bar.index % every == 0 or i == 0
+        out.append(_bar(bar, x, bar_w, frame, show_index=shown))
     base = frame.base
     out += [
         f'<line class="axis" x1="{_LEFT}" x2="{_LEFT + plot_w:.1f}" y1="{base:.1f}" '
