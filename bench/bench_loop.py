@@ -1,0 +1,351 @@
+"""Benchmark of the agent loop's own cost and of cache efficiency; prints one JSON object.
+
+    .venv/bin/python bench/bench_loop.py
+
+``loop``: what a step costs the loop itself, everything but the provider.
+  The real :class:`tapelog.agent.Agent` (``check=False``) drives one growing
+  session of 1,000+ steps against :class:`InstantClient`, a provider client at
+  the edge that yields canned, pre-frozen chunks at once (a little text, a tool
+  call on the first two steps of each three-step turn, usage, finish). So the
+  measured time is the loop's work alone: projection, header diff, request
+  build and freeze, per-node body encode with the client's ``BodyCache``,
+  logging chunks, the assistant message, ``tool/call`` / ``tool/result`` and
+  running the (trivial) tool. Step N's time is from its ``pre_step`` hook to
+  the next step's (N = 10, 100 and 1,000 are all the first, tool-calling step
+  of a turn, so the interval holds one whole step and nothing else). The
+  session is run ``RUNS`` times from scratch and each step's best time is kept
+  (the machine is shared). For the same step the request that was sent is
+  serialised again with a plain ``wire.encode_body(request)`` (no cache, best
+  of ``ENCODE_REPEATS``): ``ratio`` is step time ÷ that full encode, so a ratio
+  that falls as history grows shows a step costs what is new, not the
+  history. ``prepare_us`` is the part of the step before the request reaches
+  the edge (prefix, snapshot, ``step/start``, header, build, freeze, encode);
+  ``cached_assembly_us`` is ``encode_body`` of the same request when every
+  node's piece is already in a ``BodyCache`` (the encode share of a step: it
+  still visits each node once and joins the pieces, so it grows with history).
+  ``turn_avg_step_us`` smooths one-step noise: the wall time of the
+  ``WINDOW`` turns around step N divided by their steps (turn start and end
+  included). ``flatness_1000_over_10`` is the ratio of those per-step times
+  (and of ``step_us``) at 1,000 and 10 steps; ``provider_us`` is what
+  iterating a canned stream costs with nobody logging it.
+
+``demo_cache``: cached-token efficiency on the ``tapelog demo`` workload. The
+  demo's own session (``tapelog.cli._demo``: its SCRIPT, PROMPTS, the
+  ``word_count`` tool registered before the second turn and the loop restart
+  before the third) runs on the in-process emulator (DeepSeek rule: 64-token
+  units) into a temporary store. Then, from the stored log alone: each request
+  is rebuilt and rendered into the emulator's cache segments (its public
+  ``openai_sources`` / ``chain_segments`` and the same token estimate). The
+  most any client could have had cached for request i, given what the log
+  changed, is the longest segment prefix it shares with an earlier request's
+  prompt followed by that request's logged reply (rendered as the wire sends
+  it back), rounded down to whole 64-token units (DeepSeek stores the prompt
+  and the prompt + output; a prefix is matched whole-segment). ``efficiency``
+  is the cached tokens the emulator reported ÷ the sum of those bounds.
+  Only a loop that re-encoded history differently, or dropped or reordered
+  anything, can score below 1; logged changes (a tool added to the header,
+  which the OpenAI wire sends before the messages) lower the bound itself and
+  are listed per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from tapelog.agent import Agent, Hooks, StepContext, tool
+from tapelog.audit import encode_request, rebuild_requests
+from tapelog.cli._demo import _run_demo
+from tapelog.emulator import Segment, chain_segments, openai_sources
+from tapelog.llm import AbortHandle, BodyCache, LlmRequest, OpenAIWire, normalise_usage
+from tapelog.log import (
+    FrozenDict,
+    LlmCallConfig,
+    Session,
+    decode,
+    derive_event_message,
+    encode_str,
+    freeze,
+)
+from tapelog.store import JsonlStore
+
+STEPS = (10, 100, 1_000)
+STEPS_PER_TURN = 3  # two tool-calling steps, then a text answer
+RUNS = 5
+ENCODE_REPEATS = 30
+WINDOW = 5  # turns averaged around each measured step
+DEEPSEEK_UNIT = 64
+
+SYSTEM = "\n".join(
+    f"Rule {i}: read the relevant file before answering and cite what you read." for i in range(40)
+)
+_LOREM = (
+    "The session log is the single source of truth; every request is a pure "
+    "function of it, so a prompt cache hits by construction. "
+)
+
+
+def _text(n: int) -> str:
+    return (_LOREM * (n // len(_LOREM) + 1))[:n]
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up in the project notes.
+
+    Args:
+        key: The note to read.
+    """
+    return f"{key}: " + _text(400)
+
+
+@tool
+def word_count(text: str) -> int:
+    """Count the words of a text.
+
+    Args:
+        text: Any text.
+    """
+    return len(text.split())
+
+
+# --- the loop ----------------------------------------------------------------
+
+
+def _canned(step: int) -> list[FrozenDict]:
+    """The chunks of global step ``step`` (1-based): tool steps, then an answer."""
+    chunks: list[dict[str, Any]] = []
+    position = (step - 1) % STEPS_PER_TURN
+    if position < STEPS_PER_TURN - 1:
+        chunks.append({"kind": "text", "text": "Let me look that up."})
+        arguments = f'{{"key": "note-{step}"}}'
+        chunks.append({"kind": "tool_call", "index": 0, "id": f"call_{step}", "name": "lookup"})
+        chunks += [
+            {"kind": "tool_call", "index": 0, "arguments": arguments[i : i + 8]}
+            for i in range(0, len(arguments), 8)
+        ]
+        finish = "tool_calls"
+    else:
+        answer = _text(240)
+        chunks += [{"kind": "text", "text": answer[i : i + 24]} for i in range(0, 240, 24)]
+        finish = "stop"
+    usage = normalise_usage(input=100, cache_read=64 * step, output=60)
+    chunks.append({"kind": "usage", "usage": usage})
+    chunks.append({"kind": "finish", "reason": finish, "raw": finish})
+    frozen: list[FrozenDict] = [freeze(c) for c in chunks]
+    return frozen
+
+
+class InstantClient:
+    """A provider at the edge that answers every request at once from canned chunks."""
+
+    provider = "deepseek"
+
+    def __init__(self, steps: int) -> None:
+        self.wire = OpenAIWire(dialect="deepseek")
+        self.cache = BodyCache()  # the Agent adopts it: one encode per surface node
+        self.replies = [_canned(step) for step in range(1, steps + STEPS_PER_TURN + 1)]
+        self.requests: list[LlmRequest] = []
+        self.called: list[float] = []  # when each request reached the edge
+
+    async def stream(
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+    ) -> AsyncIterator[FrozenDict]:
+        self.called.append(time.perf_counter())
+        self.requests.append(request)
+        for chunk in self.replies[len(self.requests) - 1]:
+            yield chunk
+
+
+async def _grow(
+    total_steps: int,
+) -> tuple[list[float], list[tuple[float, float, int]], InstantClient]:
+    """One session of ``total_steps`` steps: step start times and per-turn spans."""
+    marks: list[float] = []
+    turns: list[tuple[float, float, int]] = []
+    client = InstantClient(total_steps)
+
+    def pre_step(ctx: StepContext) -> None:
+        marks.append(time.perf_counter())
+
+    config = LlmCallConfig(provider="deepseek", model="deepseek-chat", max_tokens=1024)
+    agent = Agent(
+        Session(),
+        client,
+        config=config,
+        system=SYSTEM,
+        tools=[lookup, word_count],
+        hooks=Hooks(pre_step=pre_step),
+        check=False,
+        max_steps=STEPS_PER_TURN,
+    )
+    turn = 0
+    while len(marks) < total_steps:
+        turn += 1
+        started = time.perf_counter()
+        result = await agent.run(f"Question {turn}: " + _text(200))
+        turns.append((started, time.perf_counter(), result.steps))
+        assert result.reason["kind"] == "completed", result.reason
+    marks.append(time.perf_counter())  # the end of the last turn closes the last step
+    return marks, turns, client
+
+
+def _best_encode(wire: OpenAIWire, request: LlmRequest, cache: BodyCache | None = None) -> float:
+    best = float("inf")
+    for _ in range(ENCODE_REPEATS):
+        started = time.perf_counter()
+        wire.encode_body(request, cache=cache)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def _best_cached_encode(wire: OpenAIWire, request: LlmRequest) -> float:
+    """Assembling the body when every node's piece is already cached."""
+    cache = BodyCache()
+    wire.encode_body(request, cache=cache)
+    return _best_encode(wire, request, cache)
+
+
+async def _provider_cost(client: InstantClient, request: LlmRequest) -> float:
+    """Iterating one canned stream with nobody logging it (the edge's own cost)."""
+    best = float("inf")
+    for _ in range(ENCODE_REPEATS):
+        client.requests.clear()
+        started = time.perf_counter()
+        async for _chunk in client.stream(request, abort=AbortHandle()):
+            pass
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def bench_loop() -> dict[str, Any]:
+    total = max(STEPS) + STEPS_PER_TURN * (WINDOW // 2 + 1)
+    runs = [asyncio.run(_grow(total)) for _ in range(RUNS)]
+    out: dict[str, Any] = {"runs": RUNS, "steps_per_turn": STEPS_PER_TURN}
+    last_client = runs[-1][2]
+    per_size: dict[str, Any] = {}
+    for n in STEPS:
+        assert (n - 1) % STEPS_PER_TURN == 0, "measure the first (tool) step of a turn"
+        step = min(marks[n] - marks[n - 1] for marks, _, _ in runs)
+        prepare = min(client.called[n - 1] - marks[n - 1] for marks, _, client in runs)
+        turn_index = (n - 1) // STEPS_PER_TURN
+        window = range(turn_index - WINDOW // 2, turn_index + WINDOW // 2 + 1)
+        window = range(max(0, window.start), window.stop)
+        averages = []
+        for _, turns, _ in runs:
+            span = [turns[i] for i in window]
+            averages.append(sum(end - start for start, end, _ in span) / sum(s for *_, s in span))
+        request = last_client.requests[n - 1]
+        encode = _best_encode(last_client.wire, request)
+        assembly = _best_cached_encode(last_client.wire, request)
+        body = last_client.wire.encode_body(request)
+        per_size[str(n)] = {
+            "messages": len(request.messages),
+            "body_bytes": len(body),
+            "step_us": round(step * 1e6, 1),
+            "prepare_us": round(prepare * 1e6, 1),
+            "cached_assembly_us": round(assembly * 1e6, 1),
+            "full_encode_us": round(encode * 1e6, 1),
+            "ratio": round(step / encode, 2),
+            "turn_avg_step_us": round(min(averages) * 1e6, 1),
+            "turn_avg_step_us_median_of_runs": round(statistics.median(averages) * 1e6, 1),
+        }
+    out["steps"] = per_size
+    small, large = per_size[str(min(STEPS))], per_size[str(max(STEPS))]
+    out["flatness_1000_over_10"] = {
+        "step_us": round(large["step_us"] / small["step_us"], 2),
+        "turn_avg_step_us": round(large["turn_avg_step_us"] / small["turn_avg_step_us"], 2),
+    }
+    provider = asyncio.run(_provider_cost(last_client, last_client.requests[0]))
+    out["provider_us"] = round(provider * 1e6, 1)
+    out["body_cache"] = {"hits": last_client.cache.hits, "misses": last_client.cache.misses}
+    return out
+
+
+# --- cached-token efficiency on the demo ---------------------------------------
+
+
+def _shared_tokens(a: Sequence[Segment], b: Sequence[Segment]) -> int:
+    """Tokens of the longest whole-segment prefix two chained renderings share."""
+    tokens = 0
+    for x, y in zip(a, b, strict=False):
+        if x.key != y.key:
+            break
+        tokens += x.tokens
+    return tokens
+
+
+def _segments(root: str, body: bytes) -> list[Segment]:
+    return chain_segments(root, openai_sources(decode(body)))
+
+
+def bench_demo_cache() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="tapelog-bench-") as tmp:
+        printed = io.StringIO()
+        ok = asyncio.run(_run_demo(Path(tmp), "emulator", Console(file=printed, width=160)))
+        assert ok, printed.getvalue()
+        (summary,) = JsonlStore(tmp).list()
+        session = JsonlStore(tmp).load(summary.id).session
+    events = list(session.events)
+    rebuilt = rebuild_requests(events, session_id=session.id)
+    replies = [e for e in events if e.type == "assistant/message"]
+    sent_back: list[list[Segment]] = []  # each prompt followed by its logged reply
+    rows: list[dict[str, Any]] = []
+    reported_total = bound_total = 0
+    for item, reply in zip(rebuilt, replies, strict=True):
+        request = item.request
+        root = f"deepseek:{request.config.model}"
+        prompt = _segments(root, encode_request(request))
+        message = derive_event_message(reply)
+        assert message is not None
+        extended = LlmRequest(header=request.header, messages=freeze([*request.messages, message]))
+        shared = max((_shared_tokens(prompt, seen) for seen in sent_back), default=0)
+        bound = DEEPSEEK_UNIT * (shared // DEEPSEEK_UNIT)
+        reported = int(reply.data["usage"]["cache_read"])
+        reported_total += reported
+        bound_total += bound
+        rows.append(
+            {
+                "request": item.index,
+                "turn.step": f"{item.turn}.{item.step}",
+                "prompt_tokens": sum(s.tokens for s in prompt),
+                "shared_tokens": shared,
+                "bound": bound,
+                "reported": reported,
+                "header_changed": [events[s].type for s in item.header_seqs],
+            }
+        )
+        sent_back.append(_segments(root, encode_request(extended)))
+    prompt_total = sum(r["prompt_tokens"] for r in rows)
+    return {
+        "requests": rows,
+        "reported_cached": reported_total,
+        "max_cacheable": bound_total,
+        "prompt_tokens": prompt_total,
+        "efficiency": round(reported_total / bound_total, 4) if bound_total else None,
+        "hit_ratio_of_all_prompt_tokens": round(reported_total / prompt_total, 4),
+    }
+
+
+def main() -> None:
+    started = time.perf_counter()
+    result: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "loop": bench_loop(),
+        "demo_cache": bench_demo_cache(),
+    }
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    print(encode_str(result))
+
+
+if __name__ == "__main__":
+    main()
