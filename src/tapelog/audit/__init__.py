@@ -1,6 +1,14 @@
 """The audit path: rebuild loop requests from a log with the live loop's own code."""
 
+from tapelog.audit._cache_report import (
+    CacheCause,
+    CacheReport,
+    CacheTotals,
+    RequestCache,
+    cache_report,
+)
 from tapelog.audit._checker import check_enabled, check_request
+from tapelog.audit._diff import HeaderDiff, MessagesDiff, RequestDiff, header_diff, request_diff
 from tapelog.audit._rebuild import (
     RebuiltRequest,
     build_request,
@@ -10,11 +18,21 @@ from tapelog.audit._rebuild import (
 )
 
 __all__ = [
+    "CacheCause",
+    "CacheReport",
+    "CacheTotals",
+    "HeaderDiff",
+    "MessagesDiff",
     "RebuiltRequest",
+    "RequestCache",
+    "RequestDiff",
     "build_request",
+    "cache_report",
     "check_enabled",
     "check_request",
     "encode_request",
+    "header_diff",
     "rebuild_request_at",
     "rebuild_requests",
+    "request_diff",
 ]

@@ -1,0 +1,387 @@
+"""The cache audit: what each request cached, what it should have, and why it did not.
+
+``cache_report`` walks a log once. For every loop request it takes the usage
+the provider reported (logged on the step's ``assistant/message``), simulates
+the provider's cache rule over the rebuilt request with the emulator's own
+accounting (``tapelog.emulator.account``: same segments, same store, same
+stored output prefixes) to get what a cache *should* have read, and, where the
+request broke the prefix chain or got less than expected, names the logged
+events that explain it. Pure and offline; the cost is proportional to the log
+(see ``_segments`` and ``bench/bench_audit.py``). docs/cli.md documents the JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tapelog.audit._diff import HeaderDiff, header_diff, replacement_kind
+from tapelog.audit._segments import SegmentRenderer
+from tapelog.audit._walk import LoopRequest, walk_requests
+from tapelog.emulator import (
+    PrefixStore,
+    Prompt,
+    Reply,
+    Rule,
+    SegmentSource,
+    ToolCallSpec,
+    account,
+    reply_sources,
+)
+from tapelog.llm import usage_prompt_tokens
+from tapelog.log import Event, Session
+
+__all__ = ["CacheCause", "CacheReport", "CacheTotals", "RequestCache", "cache_report"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheCause:
+    """One logged reason (or the lack of one) for a cache drop."""
+
+    kind: str
+    """One of ``header-delta``, ``header-fallback``, ``resume-drift``,
+    ``compaction``, ``trim``, ``unexplained``."""
+    seqs: tuple[int, ...]
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """A short label for tables: ``tools +word_count``, ``compaction c1``, ..."""
+        d = self.detail
+        if self.kind == "header-delta":
+            return _header_label(d)
+        if self.kind == "header-fallback":
+            return "fallback: " + _header_label(d)
+        if self.kind == "resume-drift":
+            return "resume drift: " + ", ".join(d.get("fields", ()))
+        if self.kind == "compaction":
+            return f"compaction {d.get('id') or '?'}"
+        if self.kind == "trim":
+            n = d.get("results", len(self.seqs))
+            return f"trim {n} result{'s' if n != 1 else ''}"
+        return self.kind
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "seqs": list(self.seqs), "detail": dict(self.detail)}
+
+
+def _header_label(detail: Mapping[str, Any]) -> str:
+    parts: list[str] = []
+    config = detail.get("config") or {}
+    if config:
+        parts.append("config " + ",".join(config))
+    lines = detail.get("system_lines", 0)
+    if lines:
+        parts.append(f"system {lines} line{'s' if lines != 1 else ''}")
+    tools = detail.get("tools") or {}
+    names = [f"+{n}" for n in tools.get("added", ())]
+    names += [f"-{n}" for n in tools.get("removed", ())]
+    names += [f"~{n}" for n in tools.get("changed", ())]
+    if names:
+        parts.append("tools " + " ".join(names))
+    elif tools.get("reordered"):
+        parts.append("tools reordered")
+    if detail.get("prefix") is not None:
+        parts.append("prefix")
+    return "; ".join(parts) or "header unchanged"
+
+
+def _header_detail(diff: HeaderDiff) -> dict[str, Any]:
+    data = diff.to_json()
+    return {
+        "fields": diff.fields(),
+        "config": data["config"],
+        "tools": data["tools"],
+        "system_lines": diff.system_lines,
+        "prefix": data["prefix"],
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestCache:
+    """One loop request's row (see docs/cli.md for each field)."""
+
+    index: int
+    turn: int
+    step: int
+    seq: int
+    provider: str
+    model: str
+    rule: str
+    prompt_tokens: int
+    cached_reported: int
+    cached_expected: int
+    shared_prefix_tokens: int
+    drop: bool
+    causes: tuple[CacheCause, ...]
+    usage_logged: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "turn": self.turn,
+            "step": self.step,
+            "seq": self.seq,
+            "provider": self.provider,
+            "model": self.model,
+            "rule": self.rule,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_reported": self.cached_reported,
+            "cached_expected": self.cached_expected,
+            "shared_prefix_tokens": self.shared_prefix_tokens,
+            "drop": self.drop,
+            "causes": [c.to_json() for c in self.causes],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheTotals:
+    requests: int
+    prompt_tokens: int
+    cached_reported: int
+    cached_expected: int
+    hit_ratio: float
+    """reported / prompt (0.0 without prompt tokens)."""
+    efficiency: float
+    """reported / expected (1.0 when nothing was expected)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_reported": self.cached_reported,
+            "cached_expected": self.cached_expected,
+            "hit_ratio": self.hit_ratio,
+            "efficiency": self.efficiency,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheReport:
+    session: str | None
+    requests: tuple[RequestCache, ...]
+    totals: CacheTotals
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON shape of ``tapelog cache --json`` (docs/cli.md)."""
+        return {
+            "session": self.session,
+            "requests": [r.to_json() for r in self.requests],
+            "totals": self.totals.to_json(),
+        }
+
+
+def _reply_of(message: Event) -> Reply:
+    """The logged answer as the emulator's reply (what it stored as output prefixes)."""
+    content = message.data["content"]
+    return Reply(
+        text="".join(b["text"] for b in content if b["type"] == "text"),
+        reasoning="".join(b["text"] for b in content if b["type"] == "reasoning"),
+        tool_calls=tuple(
+            ToolCallSpec(b["name"], b["arguments"], b["id"])
+            for b in content
+            if b["type"] == "tool_call"
+        ),
+    )
+
+
+class _Seen:
+    """Every prompt prefix sent so far (prefix-closed), for the shared-prefix column."""
+
+    def __init__(self) -> None:
+        self._keys: set[str] = set()
+
+    def shared(self, prompt: Prompt) -> int:
+        """Tokens of the longest prefix an earlier prompt had; records this prompt."""
+        segments = prompt.segments
+        hit = len(segments) - 1
+        while hit >= 0 and segments[hit].key not in self._keys:
+            hit -= 1
+        for i in range(hit + 1, len(segments)):
+            self._keys.add(segments[i].key)
+        return prompt.ends[hit] if hit >= 0 else 0
+
+
+def _log_causes(request: LoopRequest) -> list[CacheCause]:
+    """What the log changed between the previous request and this one."""
+    causes: list[CacheCause] = []
+    for change in request.changes:
+        event = change.event
+        diff = header_diff(change.before, change.after)
+        if event.type == "request/header-delta":
+            causes.append(
+                CacheCause(kind="header-delta", seqs=(event.seq,), detail=_header_detail(diff))
+            )
+        elif event.data.get("reason") == "fallback":
+            causes.append(
+                CacheCause(kind="header-fallback", seqs=(event.seq,), detail=_header_detail(diff))
+            )
+        elif change.before is not None and not diff.empty:
+            # A resume (or a new loop instance) whose header differs from the fold.
+            causes.append(
+                CacheCause(kind="resume-drift", seqs=(event.seq,), detail=_header_detail(diff))
+            )
+    causes.extend(_compactions(request))
+    trims = [e for e in request.replaces if replacement_kind(e) == "trim"]
+    if trims:
+        causes.append(
+            CacheCause(
+                kind="trim",
+                seqs=tuple(e.seq for e in trims),
+                detail={"results": len(trims), "replaced": [_replaced(e) for e in trims]},
+            )
+        )
+    return causes
+
+
+def _replaced(event: Event) -> int | None:
+    op = event.surface_op
+    return int(op["start"]) if isinstance(op, Mapping) else None
+
+
+def _compactions(request: LoopRequest) -> list[CacheCause]:
+    by_id: dict[str, list[Event]] = {}
+    replacing: dict[str, Event] = {}
+    for event in request.compaction:
+        by_id.setdefault(str(event.data.get("id")), []).append(event)
+    others: list[Event] = []
+    for event in request.replaces:
+        kind = replacement_kind(event)
+        if kind == "compaction":
+            replacing[str(event.data["source"].get("id"))] = event
+        elif kind == "replace":
+            others.append(event)
+    causes: list[CacheCause] = []
+    for cid in sorted(set(by_id) | set(replacing), key=lambda c: _first_seq(by_id, replacing, c)):
+        if cid not in replacing:
+            continue  # a failed compaction changes nothing
+        events = sorted([*by_id.get(cid, []), replacing[cid]], key=lambda e: e.seq)
+        detail: dict[str, Any] = {"id": cid, "replacing_seq": replacing[cid].seq}
+        for event in events:
+            if event.type == "compact/start":
+                detail["trigger"] = event.data.get("trigger")
+            elif event.type == "compact/summary":
+                detail["shadowed"] = dict(event.data.get("shadowed", {}))
+        causes.append(
+            CacheCause(kind="compaction", seqs=tuple(e.seq for e in events), detail=detail)
+        )
+    for event in others:
+        detail = {"id": None, "replacing_seq": event.seq, "source": event.type}
+        causes.append(CacheCause(kind="compaction", seqs=(event.seq,), detail=detail))
+    return causes
+
+
+def _first_seq(by_id: Mapping[str, list[Event]], replacing: Mapping[str, Event], cid: str) -> int:
+    seqs = [e.seq for e in by_id.get(cid, [])]
+    if cid in replacing:
+        seqs.append(replacing[cid].seq)
+    return min(seqs)
+
+
+@dataclass
+class _Previous:
+    length: int
+    last_key: str | None
+
+
+def cache_report(
+    session_or_events: Session | Sequence[Event], *, session_id: str | None = None
+) -> CacheReport:
+    """The cache audit of a log: one row per loop request, with totals.
+
+    A ``Session`` is trusted as loaded (stores and ``Session`` validate every
+    event); a plain event list is validated first by replaying it.
+    """
+    if isinstance(session_or_events, Session):
+        session = session_or_events
+    else:
+        session = Session.from_events(session_or_events, id=session_id)
+    session_id = session_id or session.id
+    renderer = SegmentRenderer()
+    stores: dict[Rule, PrefixStore] = {}
+    seen: dict[Rule, _Seen] = {}
+    rows: list[RequestCache] = []
+    previous: _Previous | None = None
+    for request in walk_requests(session.events):
+        rule, prompt = renderer.render(
+            request.header, request.nodes, appended_only=not request.replaced_since
+        )
+        message = request.message
+        reply: Sequence[SegmentSource] = ()
+        if rule == "deepseek" and message is not None:
+            reply = reply_sources(_reply_of(message))
+        outcome = account(rule, prompt, stores.setdefault(rule, PrefixStore()), reply=reply)
+        shared = seen.setdefault(rule, _Seen()).shared(prompt)
+        segments = prompt.segments
+        extends = previous is None or (
+            len(segments) >= previous.length
+            and (previous.length == 0 or segments[previous.length - 1].key == previous.last_key)
+        )
+        usage = message.data.get("usage") if message is not None else None
+        rows.append(_row(request, rule, outcome.prompt, outcome.read, shared, extends, usage))
+        previous = _Previous(len(segments), segments[-1].key if segments else None)
+    return CacheReport(session=session_id, requests=tuple(rows), totals=_totals(rows))
+
+
+def _row(
+    request: LoopRequest,
+    rule: Rule,
+    estimated_prompt: int,
+    expected: int,
+    shared: int,
+    extends: bool,
+    usage: Mapping[str, Any] | None,
+) -> RequestCache:
+    prompt = usage_prompt_tokens(usage) if usage else 0
+    reported = int(usage.get("cache_read", 0)) if usage else 0
+    tolerance = 0
+    if usage and prompt != estimated_prompt and estimated_prompt:
+        # A real tokenizer counted the prompt: carry the estimate over to its
+        # scale and forgive rounding (docs/cli.md, "tapelog cache").
+        expected = expected * prompt // estimated_prompt
+        shared = shared * prompt // estimated_prompt
+        tolerance = max(128, expected // 20)
+    short = bool(usage) and reported < expected - tolerance
+    causes: list[CacheCause] = []
+    if not extends:
+        causes = _log_causes(request)
+        if not causes:
+            causes.append(
+                CacheCause(kind="unexplained", seqs=(), detail={"reason": "prefix changed"})
+            )
+    if short:
+        detail = {"reason": "reported below expected", "reported": reported, "expected": expected}
+        causes.append(CacheCause(kind="unexplained", seqs=(), detail=detail))
+    config = request.header.config
+    return RequestCache(
+        index=request.index,
+        turn=request.turn,
+        step=request.step,
+        seq=request.boundary_seq,
+        provider=config.provider,
+        model=config.model,
+        rule=rule,
+        prompt_tokens=prompt,
+        cached_reported=reported,
+        cached_expected=expected,
+        shared_prefix_tokens=shared,
+        drop=not extends or short,
+        causes=tuple(causes),
+        usage_logged=bool(usage),
+    )
+
+
+def _totals(rows: Sequence[RequestCache]) -> CacheTotals:
+    prompt = sum(r.prompt_tokens for r in rows)
+    reported = sum(r.cached_reported for r in rows)
+    # A request whose answer logged no usage (aborted, failed) has nothing to compare.
+    expected = sum(r.cached_expected for r in rows if r.usage_logged)
+    return CacheTotals(
+        requests=len(rows),
+        prompt_tokens=prompt,
+        cached_reported=reported,
+        cached_expected=expected,
+        hit_ratio=reported / prompt if prompt else 0.0,
+        efficiency=reported / expected if expected else 1.0,
+    )

@@ -1,0 +1,236 @@
+"""Loop requests -> cache segments, as the emulator renders their bodies, incrementally.
+
+The emulator renders a request *body* into segments (``tapelog.emulator``'s
+``openai_sources`` / ``anthropic_sources``) and chains them into prefix keys.
+Re-encoding and re-rendering the whole history for every request would make an
+audit quadratic in the log, so :class:`SegmentRenderer` renders what the body is
+made of instead, with the live serializers' own per-node functions
+(``OpenAIWire.message``, the Anthropic message grouping and breakpoint rule):
+each surface node is rendered once per wire configuration, and each request
+extends the previous request's chain by what it appended. A header change, a
+replace or another model re-renders the request from the cached pieces.
+Tests check that the result equals rendering the full encoded body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from tapelog.emulator import (
+    Prompt,
+    Rule,
+    Segment,
+    SegmentSource,
+    anthropic_block_source,
+    anthropic_sources,
+    chain_segments,
+    openai_message_source,
+    openai_sources,
+)
+from tapelog.llm import AnthropicWire, BodyCache, LlmRequest, OpenAIWire, wire_for
+from tapelog.llm._anthropic_wire import _breakpoints
+from tapelog.log import EpochHeader, FrozenDict
+from tapelog.log._freeze import freeze_list
+
+__all__ = ["PROVIDER_RULES", "SegmentRenderer", "rule_for"]
+
+PROVIDER_RULES: Final[Mapping[str, Rule]] = {
+    "anthropic": "anthropic",
+    "compatible": "deepseek",
+    "deepseek": "deepseek",
+    "emulator": "deepseek",
+    # llama.cpp reuses the longest common prefix of its KV cache, output included:
+    # the closest documented rule is DeepSeek's prefix reuse (docs/cli.md).
+    "local": "deepseek",
+    "openai": "openai",
+}
+"""The cache rule the audit expects per provider (the emulator's route rules)."""
+
+
+def rule_for(provider: str) -> Rule:
+    return PROVIDER_RULES.get(provider, "deepseek")
+
+
+class _KeepCache(BodyCache):
+    """A per-node piece cache that keeps every piece: the audit renders only the
+    tail of each request, which must not evict the pieces of the rest."""
+
+    def prune(self, live: Any) -> None:
+        return None
+
+
+Group = tuple[str, list[tuple[FrozenDict, bytes]]]
+
+
+class SegmentRenderer:
+    """Renders successive loop requests of one log into :class:`Prompt` views.
+
+    Call :meth:`render` in send order; ``appended_only`` says the history only
+    grew by appends since the previous call (the walker knows).
+    """
+
+    def __init__(self) -> None:
+        self._openai_pieces: dict[tuple[int, object], SegmentSource] = {}
+        self._anthropic_cache = _KeepCache()
+        self._key: object = None
+        self._header: EpochHeader | None = None
+        self._count = 0  # history nodes rendered so far
+        self._segments: list[Segment] = []
+        self._ends: list[int] = []
+        self._head_points: list[int] = []
+        self._head_len = 0
+        # Anthropic: the grouped messages, where each starts (segment / node index).
+        self._groups: list[Group] = []
+        self._group_start: list[int] = []
+        self._group_node: list[int] = []
+        self._last_assistant = -1
+
+    def render(
+        self,
+        header: EpochHeader,
+        nodes: Sequence[tuple[int, FrozenDict]],
+        *,
+        appended_only: bool,
+    ) -> tuple[Rule, Prompt]:
+        config = header.config
+        rule = rule_for(config.provider)
+        wire = wire_for(config)
+        if isinstance(wire, OpenAIWire):
+            key: object = ("openai", wire.dialect, wire.send_back_for(config.model), rule)
+        else:
+            key = ("anthropic", rule)
+        key = (key, config.model)
+        same = (
+            appended_only
+            and key == self._key
+            and (header is self._header or header == self._header)
+            and len(nodes) >= self._count
+        )
+        if not same:
+            self._start(rule, header, wire, key)
+        if isinstance(wire, OpenAIWire):
+            self._extend_openai(wire, header, nodes)
+        else:
+            assert isinstance(wire, AnthropicWire)
+            self._extend_anthropic(wire, header, nodes)
+        self._count = len(nodes)
+        return rule, Prompt(self._segments, self._ends, self._points())
+
+    # --- shared ---------------------------------------------------------------
+
+    def _start(self, rule: Rule, header: EpochHeader, wire: Any, key: object) -> None:
+        """A fresh chain: the header's own segments (tools, system; prefix for OpenAI)."""
+        self._key, self._header, self._count = key, header, 0
+        # New lists: the Prompt views already handed out must keep their contents.
+        self._segments, self._ends = [], []
+        self._groups, self._group_start, self._group_node = [], [], []
+        self._last_assistant = -1
+        prefix = list(header.prefix) if isinstance(wire, OpenAIWire) else []
+        body = wire.build_body(LlmRequest(header=header, messages=freeze_list(prefix)))
+        if isinstance(wire, OpenAIWire):
+            sources = openai_sources(body)
+        else:
+            sources = anthropic_sources({k: v for k, v in body.items() if k != "messages"})
+        self._root = f"{rule}:{header.config.model}"
+        self._chain(sources)
+        self._head_points = [i for i, s in enumerate(self._segments) if s.breakpoint]
+        self._head_len = len(self._segments)
+
+    def _chain(self, sources: Sequence[SegmentSource]) -> None:
+        segments = chain_segments(self._root, sources, after=self._segments)
+        total = self._ends[-1] if self._ends else 0
+        for segment in segments:
+            total += segment.tokens
+            self._ends.append(total)
+        self._segments.extend(segments)
+
+    def _points(self) -> list[int]:
+        if not self._groups:
+            return list(self._head_points)
+        lo = max(self._last_assistant - 1, 0)
+        marks = _breakpoints(self._groups[lo:])
+        body = sorted(self._group_start[lo + g] + j for g, j in marks)
+        return [*self._head_points, *body]
+
+    # --- OpenAI-compatible ----------------------------------------------------
+
+    def _extend_openai(
+        self, wire: OpenAIWire, header: EpochHeader, nodes: Sequence[tuple[int, FrozenDict]]
+    ) -> None:
+        model = header.config.model
+        key = self._key
+        sources: list[SegmentSource] = []
+        for i in range(self._count, len(nodes)):
+            seq, message = nodes[i]
+            source = self._openai_pieces.get((seq, key))
+            if source is None:
+                piece = wire.message(message, model=model, where=f"messages[{i}]")
+                source = self._openai_pieces[(seq, key)] = openai_message_source(piece)
+            sources.append(source)
+        self._chain(sources)
+
+    # --- Anthropic --------------------------------------------------------------
+
+    def _extend_anthropic(
+        self, wire: AnthropicWire, header: EpochHeader, nodes: Sequence[tuple[int, FrozenDict]]
+    ) -> None:
+        """Re-render from the last group on: new nodes may merge into it."""
+        prefix = list(header.prefix)
+        if self._groups:
+            g = len(self._groups) - 1
+            first, start = self._group_node[g], self._group_start[g]
+        else:
+            g, first, start = 0, 0, self._head_len
+        # Node i of the full message list: prefix messages first (no seq), then history.
+        messages = [*prefix, *(m for _, m in nodes)]
+        seqs: list[int | None] = [*(None for _ in prefix), *(s for s, _ in nodes)]
+        tail = LlmRequest(
+            header=header, messages=freeze_list(messages[first:]), node_seqs=tuple(seqs[first:])
+        )
+        groups = wire._groups(tail, self._anthropic_cache)
+        firsts = self._group_firsts(wire, messages, seqs, first)
+        assert len(firsts) == len(groups)
+        sources: list[SegmentSource] = []
+        starts: list[int] = []
+        for role, blocks in groups:
+            starts.append(start + len(sources))
+            sources.extend(
+                anthropic_block_source(block, role=role, opens=j == 0)
+                for j, (block, _) in enumerate(blocks)
+            )
+        kept = self._segments[:start]
+        fresh = chain_segments(self._root, sources, after=kept)
+        old = self._segments[start:]
+        if [s.key for s in fresh[: len(old)]] == [s.key for s in old]:
+            self._chain(sources[len(old) :])
+        else:
+            # The last group changed inside (a block sorted before an old one).
+            self._segments, self._ends = kept, self._ends[:start]
+            self._chain(sources)
+        self._groups[g:] = groups
+        self._group_start[g:] = starts
+        self._group_node[g:] = firsts
+        for k in range(len(self._groups) - 1, -1, -1):
+            if self._groups[k][0] == "assistant":
+                self._last_assistant = k
+                break
+
+    def _group_firsts(
+        self, wire: AnthropicWire, messages: Sequence[Any], seqs: Sequence[int | None], first: int
+    ) -> list[int]:
+        """The message index each wire group starts at (consecutive roles merge)."""
+        firsts: list[int] = []
+        role: str | None = None
+        for i in range(first, len(messages)):
+
+            def make(message: Any = messages[i], i: int = i) -> Any:
+                return wire.message_blocks(message, where=f"messages[{i}]")
+
+            wire_role, mapped = self._anthropic_cache.piece(seqs[i], messages[i], make)
+            if not mapped:
+                continue
+            if wire_role != role:
+                firsts.append(i)
+                role = wire_role
+        return firsts
