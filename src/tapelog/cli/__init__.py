@@ -39,9 +39,16 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _register() -> None:
     # One import per command module; each module exports COMMANDS.
-    from tapelog.cli import _agent_cmds, _demo, _emulator_cmd, _report_cmd, _store_cmds
+    from tapelog.cli import (
+        _agent_cmds,
+        _audit_cmds,
+        _demo,
+        _emulator_cmd,
+        _report_cmd,
+        _store_cmds,
+    )
 
-    for module in (_store_cmds, _agent_cmds, _demo, _emulator_cmd, _report_cmd):
+    for module in (_store_cmds, _agent_cmds, _audit_cmds, _demo, _emulator_cmd, _report_cmd):
         for command in module.COMMANDS:
             cli.add_command(command)
 
