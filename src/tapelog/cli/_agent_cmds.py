@@ -165,28 +165,38 @@ def chat_cmd(**opts: Any) -> None:
     """Chat interactively: Ctrl-C aborts the current turn (logged), Ctrl-D exits,
     ``/compact`` summarises old history now."""
 
+    def idle_interrupt() -> None:
+        # The prompt is read in a worker thread that a signal cannot interrupt:
+        # a KeyboardInterrupt here would only land after the next Enter. The
+        # terminal has dropped the half-typed line; say what Ctrl-C is for.
+        click.echo("\n(no turn is running: Ctrl-C aborts a turn, Ctrl-D exits)", err=True)
+
     async def body(agent: Agent) -> None:
         loop = asyncio.get_running_loop()
         click.echo(f"session {agent.session.id} · Ctrl-C aborts a turn · Ctrl-D exits", err=True)
-        while True:
-            prompt = await loop.run_in_executor(None, _read_prompt)
-            if prompt is None:
-                return
-            if not prompt.strip():
-                continue
-            if prompt.strip() == "/compact":
-                done = await agent.compact()
-                note = "compacted history" if done.ok else f"compaction failed: {done.error}"
-                click.echo(f"[{done.id}] {note}", err=True)
-                continue
-            loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
-            try:
-                result = await agent.run(prompt)
-            finally:
-                loop.remove_signal_handler(signal.SIGINT)
-            if result.text:
-                click.echo(result.text)
-            click.echo(usage_line(result, agent.session.id), err=True)
+        loop.add_signal_handler(signal.SIGINT, idle_interrupt)
+        try:
+            while True:
+                prompt = await loop.run_in_executor(None, _read_prompt)
+                if prompt is None:
+                    return
+                if not prompt.strip():
+                    continue
+                if prompt.strip() == "/compact":
+                    done = await agent.compact()
+                    note = "compacted history" if done.ok else f"compaction failed: {done.error}"
+                    click.echo(f"[{done.id}] {note}", err=True)
+                    continue
+                loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
+                try:
+                    result = await agent.run(prompt)
+                finally:
+                    loop.add_signal_handler(signal.SIGINT, idle_interrupt)
+                if result.text:
+                    click.echo(result.text)
+                click.echo(usage_line(result, agent.session.id), err=True)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
 
     asyncio.run(_with_agent(opts, body))
 
