@@ -256,3 +256,24 @@ def test_ctrl_c_aborts_the_turn_in_flight_and_the_chat_goes_on(
     sent = emulator.received[1].json()["messages"]
     assert [m["role"] for m in sent[-2:]] == ["assistant", "user"]
     assert sent[-2]["content"] == cut
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs a pseudo-terminal")
+def test_ctrl_c_at_an_idle_prompt_neither_kills_nor_hangs_the_chat(tmp_path: Path) -> None:
+    term = Terminal([TAPELOG, "chat", "--session", "idle", "--tools", "none"], _env(tmp_path))
+    try:
+        seen = term.wait_for("you> ")
+        term.type(b"half a thought")
+        term.type(b"\x03")  # no turn is running: the chat says so and keeps reading
+        seen = term.wait_for("(no turn is running: Ctrl-C aborts a turn, Ctrl-D exits)", after=seen)
+        term.type(b"hello\r")
+        seen = term.wait_for("ok: hello", after=seen)
+        term.wait_for("[completed] turn 1", after=seen)
+        term.type(b"\x04")
+        assert term.proc.wait(timeout=30) == 0, term.text()
+    finally:
+        term.close()
+    assert "Aborted!" not in term.text()
+    # the terminal dropped the half-typed line: only what came after Ctrl-C was sent
+    (prompt,) = _texts(_events(tmp_path, "idle"), "user/message")
+    assert prompt == "hello"
