@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from tapelog.cli._common import store_option
 from tapelog.cli._setup import open_session, open_store, resolve_provider
 from tapelog.cli._store_cmds import load_target
 from tapelog.llm import wire_named
-from tapelog.log import digest, encode
+from tapelog.log import encode
 
 __all__ = ["COMMANDS"]
 
@@ -244,7 +245,8 @@ def requests_cmd(
                 "messages": len(item.request.messages),
                 "tools": len(item.request.header.tools),
                 "bytes": len(body),
-                "sha256": digest(body.decode("utf-8")),
+                # of the body bytes, so it matches `sha256sum` of the --out file
+                "sha256": "sha256:" + hashlib.sha256(body).hexdigest(),
             }
         )
     if as_json:
