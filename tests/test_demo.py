@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 from tapelog.audit import rebuild_requests
+from tapelog.log import decode
 from tapelog.store import JsonlStore
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))
@@ -51,6 +53,33 @@ def test_demo_on_the_emulator(tmp_path: Path) -> None:
     assert [(r.turn, r.step) for r in rebuilt] == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1)]
     reasons = [e.data["reason"] for e in session.events if e.type == "request/header"]
     assert reasons == ["initial", "resume"]
+
+    # the inspection the demo suggests: every body file, and its digest as listed
+    out = tmp_path / "bodies"
+    listed = subprocess.run(
+        [
+            TAPELOG,
+            "requests",
+            _session_id(flat),
+            "--store",
+            str(tmp_path),
+            "--json",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = decode(listed.stdout)
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == [f"{i:04d}.json" for i in range(1, 6)]
+    for row, file in zip(rows, files, strict=True):
+        body = file.read_bytes()
+        assert row["bytes"] == len(body)
+        assert row["sha256"] == "sha256:" + hashlib.sha256(body).hexdigest()
 
 
 def test_demo_on_the_local_model(tmp_path: Path) -> None:
