@@ -37,6 +37,16 @@ def usage_line(result: TurnResult, session_id: str) -> str:
     )
 
 
+def _print_result(result: TurnResult, session_id: str) -> None:
+    """The answer on stdout; why a turn failed (else only in the log) and usage on stderr."""
+    if result.text:
+        click.echo(result.text)
+    error = result.reason.get("error") if result.reason["kind"] == "error" else None
+    if error:
+        click.echo(f"error: {error.get('message') or error.get('type')}", err=True)
+    click.echo(usage_line(result, session_id), err=True)
+
+
 def _agent_options(func: Any) -> Any:
     options = [
         click.option(
@@ -136,9 +146,7 @@ def run_cmd(prompt: str, **opts: Any) -> None:
 
     async def body(agent: Agent) -> None:
         result = await agent.run(prompt)
-        if result.text:
-            click.echo(result.text)
-        click.echo(usage_line(result, agent.session.id), err=True)
+        _print_result(result, agent.session.id)
         if result.reason["kind"] == "error":
             raise click.exceptions.Exit(1)
 
@@ -193,9 +201,7 @@ def chat_cmd(**opts: Any) -> None:
                     result = await agent.run(prompt)
                 finally:
                     loop.add_signal_handler(signal.SIGINT, idle_interrupt)
-                if result.text:
-                    click.echo(result.text)
-                click.echo(usage_line(result, agent.session.id), err=True)
+                _print_result(result, agent.session.id)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
