@@ -76,6 +76,29 @@ def test_piped_prompts_with_a_continuation_line_then_eof(tmp_path: Path) -> None
     assert events[-1].type == "turn/end"
 
 
+def test_a_failed_turn_says_why_and_the_chat_goes_on(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    env.pop("DEEPSEEK_API_KEY", None)
+    done = subprocess.run(
+        [TAPELOG, "chat", "--session", "nokey", "--tools", "none", "--provider", "deepseek"],
+        input="hello\nstill there?\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    why = (
+        "error: The deepseek provider needs an API key: set DEEPSEEK_API_KEY in the environment "
+        "(keys are read from the environment only and never logged)."
+    )
+    assert done.stderr.count(why) == 2
+    assert "[error] turn 2" in done.stderr
+    ends = [e.data["reason"] for e in _events(tmp_path, "nokey") if e.type == "turn/end"]
+    assert [r["kind"] for r in ends] == ["error", "error"]
+
+
 # --- Ctrl-C on a real terminal ------------------------------------------------
 
 
