@@ -220,7 +220,7 @@ def test_cache_breaks_are_marked_on_their_bars_and_named(page: Path) -> None:
     # Request 4 (turn 3) is the first sent with the new tool; request 6 follows the resume.
     assert broken == {"4", "6"}
     assert "tools +shout" in groups["4"]
-    assert "resume" in groups["6"]
+    assert "resume drift: system" in groups["6"]
 
 
 def test_log_text_is_escaped_everywhere(page: Path) -> None:
@@ -256,145 +256,104 @@ def test_long_texts_are_clipped_with_a_note(page: Path) -> None:
     assert html.count("very ") < 1500  # the 3,000-word prompt is clipped, and shown once
 
 
-def _hand_built(turns: int, *, words: int = 300) -> Session:
-    """A log written event by event: one request per turn, usage on every answer."""
-    s = Session("s-hand", created=1_700_000_000_000, clock=lambda: 1_700_000_000_000)
-    header = EpochHeader(config=LlmCallConfig(provider="openai", model="m"), system="Be kind.")
-    prompt = 0
-    for turn in range(1, turns + 1):
-        s.append("turn/start", {"turn": turn})
-        text = f"question {turn}: " + "word " * words
-        s.append(
-            "user/message",
-            {"content": [{"type": "text", "text": text}], "source": {"kind": "user"}},
-            surface_op="append",
-        )
-        s.append("step/start", {"turn": turn, "step": 1})
-        if turn == 1:
+class _Log:
+    """A log written event by event: each step answered, with usage, in one call."""
+
+    def __init__(self) -> None:
+        self.session = Session("s-hand", created=1_700_000_000_000, clock=lambda: 1_700_000_000_000)
+        self.turn = 0
+        self.prompt = 0
+
+    def _step(self, step: int, content: list[dict[str, Any]]) -> None:
+        s = self.session
+        s.append("step/start", {"turn": self.turn, "step": step})
+        if self.turn == 1 and step == 1:
+            header = EpochHeader(config=LlmCallConfig(provider="openai", model="m"), system="Hi.")
             s.append("request/header", {"header": header.to_json(), "reason": "initial"})
-        cached, prompt = prompt, prompt + words + 40
-        usage = {"input": prompt - cached, "cache_read": cached, "cache_write": 0, "output": 5}
-        s.append(
-            "assistant/message",
-            {
-                "turn": turn,
-                "step": 1,
-                "content": [{"type": "text", "text": f"answer {turn}"}],
-                "source": {"provider": "openai", "model": "m"},
-                "usage": usage | {"reasoning": 0},
-            },
-            surface_op="append",
-        )
-        s.append("step/end", {"turn": turn, "step": 1})
-        s.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
-    return s
+        cached, self.prompt = self.prompt, self.prompt + 100
+        usage = {"input": 100, "cache_read": cached, "cache_write": 0, "output": 5, "reasoning": 0}
+        source = {"provider": "openai", "model": "m"}
+        message = {"turn": self.turn, "step": step, "content": content, "source": source}
+        s.append("assistant/message", message | {"usage": usage}, surface_op="append")
+
+    def ask(self, text: str, *, tool_output: str | None = None) -> int | None:
+        """One turn; with ``tool_output`` the model first calls a tool. The result's seq."""
+        s, self.turn = self.session, self.turn + 1
+        s.append("turn/start", {"turn": self.turn})
+        user = {"content": [{"type": "text", "text": text}], "source": {"kind": "user"}}
+        s.append("user/message", user, surface_op="append")
+        result_seq, step = None, 1
+        if tool_output is not None:
+            call = {"turn": self.turn, "step": 1, "call_id": f"k{self.turn}", "name": "read"}
+            block = {"type": "tool_call", "id": call["call_id"], "name": "read", "arguments": "{}"}
+            self._step(1, [block])
+            s.append("tool/call", call | {"arguments": "{}"})
+            result = call | {"content": tool_output, "is_error": False}
+            del result["name"]
+            result_seq = s.append("tool/result", result, surface_op="append").seq
+            s.append("step/end", {"turn": self.turn, "step": 1})
+            step = 2
+        self._step(step, [{"type": "text", "text": f"answer {self.turn}"}])
+        s.append("step/end", {"turn": self.turn, "step": step})
+        s.append("turn/end", {"turn": self.turn, "reason": {"kind": "completed"}})
+        return result_seq
 
 
 def test_a_long_session_keeps_every_request_and_grows_linearly() -> None:
-    short, long = render_report(_hand_built(20)), render_report(_hand_built(80))
-    for html, n in ((short, 20), (long, 80)):
-        assert len(re.findall(r'<g class="bar[^"]*" data-index=', html)) == n
-        assert html.count('<details class="request"') == n
+    pages = []
+    for turns in (20, 80):
+        log = _Log()
+        for turn in range(turns):
+            log.ask(f"question {turn}: " + "word " * 300)
+        html = render_report(log.session)
+        assert len(re.findall(r'<g class="bar[^"]*" data-index=', html)) == turns
+        assert html.count('<details class="request"') == turns
+        pages.append(len(html))
     # Each request shows only what it adds to the one before, so 4x the turns is
     # about 4x the page, not 16x.
-    assert len(long) < 5 * len(short), (len(short), len(long))
+    assert pages[1] < 5 * pages[0], pages
 
 
 def test_compaction_and_trims_are_named_on_the_request_after_them() -> None:
-    s = _hand_built(2, words=20)
-    surface = s.surface
-    tool_seq = surface[-1]  # the last answer; trim needs a tool result, so add one
-    s.append("turn/start", {"turn": 3})
-    s.append(
-        "user/message",
-        {"content": [{"type": "text", "text": "read it"}], "source": {"kind": "user"}},
-        surface_op="append",
-    )
-    s.append("step/start", {"turn": 3, "step": 1})
-    call = {"type": "tool_call", "id": "k1", "name": "read", "arguments": "{}"}
-    s.append(
-        "assistant/message",
-        {"turn": 3, "step": 1, "content": [call], "source": {"provider": "openai", "model": "m"}},
-        surface_op="append",
-    )
-    result = {"turn": 3, "step": 1, "call_id": "k1", "is_error": False}
-    s.append(
-        "tool/call", {"turn": 3, "step": 1, "call_id": "k1", "name": "read", "arguments": "{}"}
-    )
-    first = s.append("tool/result", result | {"content": "x" * 500}, surface_op="append").seq
-    s.append("step/end", {"turn": 3, "step": 1})
+    log = _Log()
+    log.ask("one")
+    result = log.ask("read it", tool_output="x" * 500)  # requests 2 and 3
+    assert result is not None
+    s = log.session
+    trimmed = dict(s.event(result).data) | {"content": "x\n[... 499 characters trimmed ...]"}
     s.append(
         "tool/result",
-        result | {"content": "x [... 490 characters trimmed ...]"},
-        surface_op={"op": "replace", "start": first, "end": first},
-        source_seqs=[first],
+        trimmed,
+        surface_op={"op": "replace", "start": result, "end": result},
+        source_seqs=[result],
     )
-    s.append("step/start", {"turn": 3, "step": 2})
-    s.append(
-        "assistant/message",
-        {
-            "turn": 3,
-            "step": 2,
-            "content": [{"type": "text", "text": "ok"}],
-            "source": {"provider": "openai", "model": "m"},
-            "usage": {"input": 30, "cache_read": 0, "cache_write": 0, "output": 1, "reasoning": 0},
-        },
-        surface_op="append",
-    )
-    s.append("step/end", {"turn": 3, "step": 2})
-    s.append("turn/end", {"turn": 3, "reason": {"kind": "completed"}})
-    shadowed = [seq for seq in s.surface if seq <= tool_seq]
-    s.append("compact/start", {"id": "c1", "trigger": "manual", "turn": None, "context_tokens": 99})
-    s.append(
-        "compact/summary",
-        {
-            "id": "c1",
-            "provider": "openai",
-            "model": "m",
-            "max_tokens": 64,
-            "shadowed": {"start": shadowed[0], "end": shadowed[-1]},
-            "shadowed_seqs": shadowed,
-        },
-    )
+    log.ask("two")  # request 4: after the trim
+    shadowed = s.surface[:4]
+    s.append("compact/start", {"id": "c1", "trigger": "manual", "turn": None, "context_tokens": 9})
+    summary = {"id": "c1", "provider": "openai", "model": "m", "max_tokens": 64}
+    span = {"start": shadowed[0], "end": shadowed[-1]}
+    s.append("compact/summary", summary | {"shadowed": span, "shadowed_seqs": shadowed})
     s.append(
         "user/message",
         {
             "content": [{"type": "text", "text": "summary"}],
             "source": {"kind": "compaction", "id": "c1"},
         },
-        surface_op={"op": "replace", "start": shadowed[0], "end": shadowed[-1]},
+        surface_op={"op": "replace"} | span,
         source_seqs=shadowed,
     )
     s.append("compact/end", {"id": "c1", "ok": True})
-    s.append("turn/start", {"turn": 4})
-    s.append(
-        "user/message",
-        {"content": [{"type": "text", "text": "go on"}], "source": {"kind": "user"}},
-        surface_op="append",
-    )
-    s.append("step/start", {"turn": 4, "step": 1})
-    s.append(
-        "assistant/message",
-        {
-            "turn": 4,
-            "step": 1,
-            "content": [{"type": "text", "text": "ok"}],
-            "source": {"provider": "openai", "model": "m"},
-            "usage": {"input": 20, "cache_read": 0, "cache_write": 0, "output": 1, "reasoning": 0},
-        },
-        surface_op="append",
-    )
-    s.append("step/end", {"turn": 4, "step": 1})
-    s.append("turn/end", {"turn": 4, "reason": {"kind": "completed"}})
+    log.ask("three")  # request 5: after the compaction
     html = render_report(s)
     groups = {
         m.group(1): m.group(0)
         for m in re.finditer(r'<g class="bar[^"]*" data-index="(\d+)".*?</g>', html, flags=re.S)
     }
     assert len(groups) == 5
-    assert "trim ×1" in groups["4"]
+    assert {i for i, g in groups.items() if 'class="bar break"' in g} == {"4", "5"}
+    assert "trim 1 result" in groups["4"]
     assert "compaction c1" in groups["5"]
-    assert "Does not extend" in html  # the compacted request rewrote the history
+    assert "Does not extend" in html  # the rewritten history is shown in full
 
 
 # --- the command -------------------------------------------------------------------

@@ -63,7 +63,7 @@ def _tooltip(bar: Bar) -> str:
     ratio = f" ({100 * bar.cached / bar.prompt:.0f}%)" if bar.prompt else ""
     lines.append(f"prompt {_fmt(bar.prompt)} tok · cached {_fmt(bar.cached)}{ratio}")
     if bar.expected is not None:
-        lines.append(f"cache the log allowed: {_fmt(bar.expected)} tok")
+        lines.append(f"expected cached: {_fmt(bar.expected)} tok")
     lines.extend(f"cache break: {label}" for _, label in bar.breaks)
     return "\n".join(lines)
 
@@ -219,7 +219,7 @@ def legend_html(kinds: Mapping[str, str], has_expected: bool) -> str:
     if has_expected:
         items.append(
             '<span class="key"><i class="swatch expected"></i>'
-            "cache the log allowed (shared prefix)</span>"
+            "expected cache (the provider's rule applied to the log)</span>"
         )
     for kind, text in kinds.items():
         items.append(
