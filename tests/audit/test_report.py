@@ -23,8 +23,8 @@ from click.testing import CliRunner, Result
 # tests' harness imports as ``agent._harness``.
 from agent._harness import agent_on
 from tapelog.agent import tool
-from tapelog.audit import rebuild_requests
-from tapelog.audit._report_html import _script_json, render_report
+from tapelog.audit import rebuild_requests, render_report
+from tapelog.audit._report_html import _script_json
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
 from tapelog.log import EpochHeader, LlmCallConfig, Session, decode

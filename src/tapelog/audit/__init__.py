@@ -16,6 +16,7 @@ from tapelog.audit._rebuild import (
     rebuild_request_at,
     rebuild_requests,
 )
+from tapelog.audit._report_html import render_report
 
 __all__ = [
     "CacheCause",
@@ -34,5 +35,6 @@ __all__ = [
     "header_diff",
     "rebuild_request_at",
     "rebuild_requests",
+    "render_report",
     "request_diff",
 ]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tapelog.audit._report_html import render_report
+from tapelog.audit import render_report
 from tapelog.cli._common import store_option
 from tapelog.cli._store_cmds import load_target
 
