@@ -182,14 +182,17 @@ class SegmentRenderer:
             first, start = self._group_node[g], self._group_start[g]
         else:
             g, first, start = 0, 0, self._head_len
-        # Node i of the full message list: prefix messages first (no seq), then history.
-        messages = [*prefix, *(m for _, m in nodes)]
-        seqs: list[int | None] = [*(None for _ in prefix), *(s for s, _ in nodes)]
-        tail = LlmRequest(
-            header=header, messages=freeze_list(messages[first:]), node_seqs=tuple(seqs[first:])
-        )
+        # Message i of the request: prefix messages first (no seq), then history.
+        # Only the tail from ``first`` on is built: the rest is already rendered.
+        skip = len(prefix)
+        messages: list[Any] = [*prefix[first:], *(m for _, m in nodes[max(first - skip, 0) :])]
+        seqs: list[int | None] = [
+            *(None for _ in prefix[first:]),
+            *(s for s, _ in nodes[max(first - skip, 0) :]),
+        ]
+        tail = LlmRequest(header=header, messages=freeze_list(messages), node_seqs=tuple(seqs))
         groups = wire._groups(tail, self._anthropic_cache)
-        firsts = self._group_firsts(wire, messages, seqs, first)
+        firsts = [first + i for i in self._group_firsts(wire, messages, seqs)]
         assert len(firsts) == len(groups)
         sources: list[SegmentSource] = []
         starts: list[int] = []
@@ -199,14 +202,14 @@ class SegmentRenderer:
                 anthropic_block_source(block, role=role, opens=j == 0)
                 for j, (block, _) in enumerate(blocks)
             )
-        kept = self._segments[:start]
-        fresh = chain_segments(self._root, sources, after=kept)
         old = self._segments[start:]
-        if [s.key for s in fresh[: len(old)]] == [s.key for s in old]:
+        after = self._segments[start - 1 : start] if start else []
+        fresh = chain_segments(self._root, sources[: len(old)], after=after)
+        if [s.key for s in fresh] == [s.key for s in old]:
             self._chain(sources[len(old) :])
         else:
             # The last group changed inside (a block sorted before an old one).
-            self._segments, self._ends = kept, self._ends[:start]
+            self._segments, self._ends = self._segments[:start], self._ends[:start]
             self._chain(sources)
         self._groups[g:] = groups
         self._group_start[g:] = starts
@@ -217,12 +220,12 @@ class SegmentRenderer:
                 break
 
     def _group_firsts(
-        self, wire: AnthropicWire, messages: Sequence[Any], seqs: Sequence[int | None], first: int
+        self, wire: AnthropicWire, messages: Sequence[Any], seqs: Sequence[int | None]
     ) -> list[int]:
-        """The message index each wire group starts at (consecutive roles merge)."""
+        """The index of the message each wire group starts at (consecutive roles merge)."""
         firsts: list[int] = []
         role: str | None = None
-        for i in range(first, len(messages)):
+        for i in range(len(messages)):
 
             def make(message: Any = messages[i], i: int = i) -> Any:
                 return wire.message_blocks(message, where=f"messages[{i}]")
