@@ -10,6 +10,7 @@ script without an error and draws one bar per loop request.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from click.testing import CliRunner, Result
 # tests' harness imports as ``agent._harness``.
 from agent._harness import agent_on
 from tapelog.agent import tool
-from tapelog.audit import rebuild_requests, render_report
+from tapelog.audit import encode_request, rebuild_requests, render_report
 from tapelog.audit._report_html import _script_json
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
@@ -248,6 +249,13 @@ def test_the_page_loads_nothing_from_the_network(page: Path) -> None:
     assert "@import" not in html
     assert "url(" not in html
     assert "@font-face" not in html
+
+
+def test_each_request_names_the_sha256_of_its_exact_body(page: Path, session: Session) -> None:
+    html = page.read_text(encoding="utf-8")
+    for item in rebuild_requests(session.events, session_id=session.id):
+        body = encode_request(item.request)
+        assert f"body {len(body):,} bytes, sha256 {hashlib.sha256(body).hexdigest()}" in html
 
 
 def test_long_texts_are_clipped_with_a_note(page: Path) -> None:

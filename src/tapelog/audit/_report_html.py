@@ -11,6 +11,7 @@ same audit as ``tapelog cache``); the page only adds words and shapes.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from tapelog.audit._cache_report import CacheCause, cache_report
 from tapelog.audit._rebuild import RebuiltRequest, encode_request, rebuild_requests
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_views import requests_html, timeline_html
-from tapelog.log import Session, digest, encode
+from tapelog.log import Session, encode
 
 __all__ = ["render_report"]
 
@@ -64,7 +65,7 @@ def _detail(item: RebuiltRequest, request: Mapping[str, Any]) -> str:
     return escape(
         f"{request['provider']} / {request['model']} · cache rule {request['rule']} · "
         f"boundary seq {item.boundary_seq} · {len(item.request.messages)} messages · "
-        f"body {len(body):,} bytes, {digest(body.decode('utf-8'))[:23]}… · "
+        f"body {len(body):,} bytes, sha256 {hashlib.sha256(body).hexdigest()} · "
         f"expected cached {request['cached_expected']:,} tok · "
         f"prefix shared with earlier requests {request['shared_prefix_tokens']:,} tok"
     )
