@@ -27,7 +27,7 @@ from tapelog.log import Session, encode
 
 __all__ = ["render_report"]
 
-CAUSE_TEXT = {
+_CAUSE_TEXT = {
     "header-delta": "header delta (system, tools or config changed)",
     "header-fallback": "header fallback snapshot",
     "resume-drift": "resume with a different header",
@@ -153,7 +153,7 @@ def render_report(session: Session, *, text_limit: int = 4000) -> str:
         )
         for row in audit.requests
     ]
-    kinds = {c.kind: CAUSE_TEXT.get(c.kind, c.kind) for r in audit.requests for c in r.causes}
+    kinds = {c.kind: _CAUSE_TEXT.get(c.kind, c.kind) for r in audit.requests for c in r.causes}
     slots = {
         "title": escape(f"tapelog report · {session.id}"),
         "header": _header(session, report),
