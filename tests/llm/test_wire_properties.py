@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -86,7 +87,8 @@ def test_cached_assembly_equals_straight_encode_as_the_log_grows(
         assembled = wire.encode_body(request, cache=cache)
         assert assembled == encode(wire.build_body(request))
         assert assembled == wire.encode_body(request)
-    assert cache.hits >= len(history) * (len(history) - 1) // 2
+    # No node is encoded twice: every later step reuses what earlier steps made.
+    assert cache.misses <= len(history)
 
 
 def test_a_node_whose_message_changed_is_encoded_again() -> None:
@@ -118,3 +120,21 @@ def test_a_cache_moved_to_another_wire_starts_over() -> None:
     body = OpenAIWire(dialect="openai").encode_body(request, cache=cache)
     assert body == OpenAIWire(dialect="openai").encode_body(request)
     assert cache.hits == 0
+
+
+def test_the_joined_history_is_reused_within_one_session_only() -> None:
+    wire = OpenAIWire(dialect="deepseek")
+    cache = BodyCache()
+    one = [text("user", "a"), text("assistant", "b")]
+    first = replace(make_request(one, seqs=[1, 2]), session_id="s1")
+    grown = replace(make_request([*one, text("user", "c")], seqs=[1, 2, 3]), session_id="s1")
+    assert wire.encode_body(first, cache=cache) == wire.encode_body(first)
+    assert wire.encode_body(grown, cache=cache) == wire.encode_body(grown)
+    assert cache.misses == 3, "the grown request encoded only its new message"
+    # Another session with the same seqs but other messages must not reuse those bytes.
+    other = [text("user", "x"), text("assistant", "y"), text("user", "z")]
+    foreign = replace(make_request(other, seqs=[1, 2, 3]), session_id="s2")
+    assert wire.encode_body(foreign, cache=cache) == wire.encode_body(foreign)
+    # A replace puts a new seq in the list: the run is not reused past it.
+    compacted = replace(make_request([text("user", "sum"), *one[1:]], seqs=[9, 2]), session_id="s1")
+    assert wire.encode_body(compacted, cache=cache) == wire.encode_body(compacted)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from tapelog._errors import LogError
 from tapelog.llm import wire_for
 from tapelog.llm._types import LlmRequest, WireFormat
 from tapelog.log import EpochHeader, Event, FrozenDict, Session
-from tapelog.log._freeze import freeze_list
+from tapelog.log._freeze import concat_frozen
 from tapelog.log._header import fold_header_event
 
 __all__ = [
@@ -42,12 +43,17 @@ def build_request(
     boundary_seq: int | None,
     one_shot: bool = False,
 ) -> LlmRequest:
-    """The request for a header and a projected history: prefix first, then history."""
-    prefix = list(header.prefix)
+    """The request for a header and a projected history: prefix first, then history.
+
+    ``nodes`` is ``Session.derive_nodes()`` output (messages already frozen; they
+    are not walked again, so building a request costs O(1) per message).
+    """
+    prefix = header.prefix
     return LlmRequest(
         header=header,
-        messages=freeze_list([*prefix, *(message for _, message in nodes)]),
-        node_seqs=(*(None for _ in prefix), *(seq for seq, _ in nodes)),
+        # Prefix and projected messages are frozen already: no second walk.
+        messages=concat_frozen(prefix, map(itemgetter(1), nodes)),
+        node_seqs=(*((None,) * len(prefix)), *map(itemgetter(0), nodes)),
         session_id=session_id,
         boundary_seq=boundary_seq,
         one_shot=one_shot,

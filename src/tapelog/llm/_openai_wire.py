@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from tapelog.llm._pieces import BodyCache, json_array, json_object, node_seq_list
+from tapelog.llm._pieces import BodyCache, json_object_parts, node_seq_list
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
 from tapelog.log import FrozenDict, encode, freeze
@@ -151,25 +151,42 @@ class OpenAIWire:
         model = request.header.config.model
         rule = self.send_back_for(model)
         seqs = node_seq_list(request.messages, request.node_seqs)
-        pieces = [encode(m) for m in self._system(request)]
-        if cache is not None:
+        system = [encode(m) for m in self._system(request)]
+
+        def make(i: int) -> bytes:
+            return encode(_message(self.name, request.messages[i], rule, f"messages[{i}]"))
+
+        if cache is None:
+            history = [make(i) for i in range(len(seqs))]
+            history = [
+                p for i, piece in enumerate(history) for p in ((b",", piece) if i else (piece,))
+            ]
+        else:
             cache.bind(("openai", self.dialect, rule))
-        for i, (seq, message) in enumerate(zip(seqs, request.messages, strict=True)):
 
-            def make(message: Any = message, i: int = i) -> bytes:
-                return encode(_message(self.name, message, rule, f"messages[{i}]"))
+            def piece(i: int) -> bytes:
+                return cache.piece(seqs[i], request.messages[i], lambda: make(i))
 
-            if cache is None:
-                pieces.append(make())
-            else:
-                pieces.append(cache.piece(seq, message, make))
-        if cache is not None:
+            history = cache.joined(seqs, request.messages, piece, scope=request.session_id)
             cache.prune(seqs)
-        messages = json_array(pieces)
-        return json_object(
+        items = _separated(system)
+        if items and history:
+            items.append(b",")
+        messages = [b"[", *items, *history, b"]"]
+        return json_object_parts(
             (k, messages if v is _MESSAGES else encode(v, path=f"body.{k}"))
             for k, v in self._fields(request)
         )
+
+
+def _separated(pieces: list[bytes]) -> list[bytes]:
+    """``pieces`` with ``b","`` between them (the parts of a JSON array's inside)."""
+    out: list[bytes] = []
+    for piece in pieces:
+        if out:
+            out.append(b",")
+        out.append(piece)
+    return out
 
 
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:

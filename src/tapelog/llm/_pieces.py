@@ -17,11 +17,12 @@ that cached assembly equals a straight encode of the same body object.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tapelog.log import encode
 
-__all__ = ["BodyCache", "json_array", "json_object", "node_seq_list"]
+__all__ = ["BodyCache", "json_array", "json_object", "json_object_parts", "node_seq_list"]
 
 T = TypeVar("T")
 
@@ -40,6 +41,22 @@ def json_array(items: Iterable[bytes]) -> bytes:
     return b"[" + b",".join(items) + b"]"
 
 
+def json_object_parts(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
+    """Like :func:`json_object`, but a member value may be a list of byte parts
+    (joined as they are). The body is built with one copy, however large."""
+    parts: list[bytes] = [b"{"]
+    for key, value in members:
+        if len(parts) > 1:
+            parts.append(b",")
+        parts.append(encode(key) + b":")
+        if isinstance(value, list):
+            parts.extend(value)
+        else:
+            parts.append(value)
+    parts.append(b"}")
+    return b"".join(parts)
+
+
 def node_seq_list(messages: Sequence[Any], node_seqs: Sequence[int | None]) -> list[int | None]:
     """The node seq of each message (``None`` for prefix messages or when unknown).
 
@@ -54,6 +71,29 @@ def node_seq_list(messages: Sequence[Any], node_seqs: Sequence[int | None]) -> l
     return [None] * len(messages)
 
 
+def _anonymous(
+    keys: tuple[int | None, ...], messages: Sequence[Mapping[str, Any]]
+) -> tuple[tuple[int, Mapping[str, Any]], ...]:
+    """The seq-less messages with their positions (usually the leading prefix,
+    found without walking the whole history)."""
+    total = keys.count(None)
+    lead = 0
+    while lead < total and keys[lead] is None:
+        lead += 1
+    positions = range(lead) if lead == total else [i for i, k in enumerate(keys) if k is None]
+    return tuple((i, messages[i]) for i in positions)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A request's message pieces (with separators), and what they were made of."""
+
+    scope: str | None
+    keys: tuple[int | None, ...]
+    anonymous: tuple[tuple[int, Mapping[str, Any]], ...]
+    parts: tuple[bytes, ...]
+
+
 class BodyCache:
     """Per-surface-node wire pieces for one wire configuration.
 
@@ -65,6 +105,7 @@ class BodyCache:
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple[Mapping[str, Any], Any]] = {}
+        self._run: _Run | None = None
         self._generation: int | None = None
         self._key: object = None
         self.hits = 0
@@ -75,17 +116,18 @@ class BodyCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._run = None
 
     def sync(self, generation: int) -> None:
         """Forget every piece when the surface's replace generation moved."""
         if generation != self._generation:
-            self._entries.clear()
+            self.clear()
             self._generation = generation
 
     def bind(self, key: object) -> None:
         """Use the cache for the wire configuration ``key`` (another key clears it)."""
         if key != self._key:
-            self._entries.clear()
+            self.clear()
             self._key = key
 
     def piece(self, seq: int | None, message: Mapping[str, Any], make: Callable[[], T]) -> T:
@@ -107,8 +149,49 @@ class BodyCache:
         self._entries[seq] = (message, made)
         return made
 
-    def prune(self, live: Iterable[int | None]) -> None:
+    def joined(
+        self,
+        seqs: Sequence[int | None],
+        messages: Sequence[Mapping[str, Any]],
+        piece: Callable[[int], bytes],
+        *,
+        scope: str | None,
+    ) -> list[bytes]:
+        """The pieces of every message with ``b","`` between them, reusing the
+        list the previous call built for the leading run of messages.
+
+        A step usually appends to the history, so the history up to the
+        previous request is reused as it is and only the new messages are
+        looked up: the per-step cost is the new messages plus list copies.
+        The reuse is exact: within one session (``scope``, the session id) a
+        node seq names one immutable event and any replace puts a new seq in
+        the list; the few seq-less messages (the header's prefix) are compared
+        by value. Without a scope nothing is reused.
+        """
+        keys = tuple(seqs)
+        run = self._run
+        start, parts = 0, []
+        if (
+            scope is not None
+            and run is not None
+            and run.scope == scope
+            and len(run.keys) <= len(keys)
+            and keys[: len(run.keys)] == run.keys
+            and all(messages[i] is m or messages[i] == m for i, m in run.anonymous)
+        ):
+            start, parts = len(run.keys), list(run.parts)
+        for i in range(start, len(keys)):
+            if parts:
+                parts.append(b",")
+            parts.append(piece(i))
+        anonymous = _anonymous(keys, messages)
+        self._run = _Run(scope=scope, keys=keys, anonymous=anonymous, parts=tuple(parts))
+        return parts
+
+    def prune(self, live: Sequence[int | None]) -> None:
         """Drop pieces of nodes that are no longer in requests, when many piled up."""
+        if len(self._entries) <= len(live) + _SLACK:
+            return
         keep = {seq for seq in live if seq is not None}
         if len(self._entries) > len(keep) + _SLACK:
             for seq in [s for s in self._entries if s not in keep]:

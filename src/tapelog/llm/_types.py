@@ -49,7 +49,8 @@ class LlmRequest:
     one_shot: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "messages", freeze(list(self.messages), path="messages"))
+        if type(self.messages) is not FrozenList:  # already deep-frozen: keep it (O(1))
+            object.__setattr__(self, "messages", freeze(list(self.messages), path="messages"))
         object.__setattr__(self, "node_seqs", tuple(self.node_seqs))
 
     @property

@@ -24,6 +24,7 @@ __all__ = [
     "FrozenDict",
     "FrozenList",
     "JsonValue",
+    "concat_frozen",
     "freeze",
     "freeze_decoded",
     "freeze_dict",
@@ -241,6 +242,18 @@ def freeze_decoded(value: Any) -> Any:
     if t is list:
         return _new_list([freeze_decoded(v) for v in value])
     return value
+
+
+def concat_frozen(*parts: Iterable[Any]) -> FrozenList:
+    """A FrozenList of already-frozen values, without walking them again.
+
+    For hot paths that assemble a request from frozen pieces (the header's
+    prefix, projected messages). Every item must already be frozen.
+    """
+    items: list[Any] = []
+    for part in parts:
+        items.extend(part)
+    return _new_list(items)
 
 
 def freeze_dict(value: Any, *, path: str = "value") -> FrozenDict:

@@ -133,7 +133,7 @@ class Session:
         self._listeners: list[Listener] = []
         self._publishing = False
         self._messages: list[FrozenDict] = []
-        self._message_seqs: list[int] = []
+        self._nodes: list[tuple[int, FrozenDict]] = []
         self._projected = 0
         self._projected_generation = 0
 
@@ -316,14 +316,14 @@ class Session:
     def _project(self) -> None:
         if self._projected_generation != self._surface.replace_generation:
             self._messages = []
-            self._message_seqs = []
+            self._nodes = []
             self._projected = 0
             self._projected_generation = self._surface.replace_generation
         for seq in self._surface.nodes_from(self._projected):
             message = derive_event_message(self._events[seq])
             if message is not None:
                 self._messages.append(message)
-                self._message_seqs.append(seq)
+                self._nodes.append((seq, message))
         self._projected = len(self._surface)
 
     def derive_messages(self) -> list[FrozenDict]:
@@ -334,7 +334,7 @@ class Session:
     def derive_nodes(self) -> list[tuple[int, FrozenDict]]:
         """Like :meth:`derive_messages`, paired with each message's event seq."""
         self._project()
-        return list(zip(self._message_seqs, self._messages, strict=True))
+        return list(self._nodes)
 
     # --- seeds and forks -----------------------------------------------------
 
