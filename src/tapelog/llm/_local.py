@@ -24,6 +24,7 @@ hold the full request.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import codecs
 import importlib.util
 import threading
@@ -351,6 +352,15 @@ _MODELS: dict[tuple[str, int, int | None], _Model] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+def _close_models() -> None:
+    """Free the models before the interpreter tears llama.cpp's bindings down
+    (left to ``__del__`` at exit they print an ignored-exception traceback)."""
+    with _MODELS_LOCK:
+        for model in _MODELS.values():
+            model.llama.close()
+        _MODELS.clear()
+
+
 def _model_for(settings: _Settings) -> _Model:
     """The process-wide model for these settings, loaded on first use."""
     _import_llama_cpp()
@@ -358,6 +368,8 @@ def _model_for(settings: _Settings) -> _Model:
     with _MODELS_LOCK:
         model = _MODELS.get(key)
         if model is None:
+            if not _MODELS:
+                atexit.register(_close_models)
             model = _MODELS[key] = _Model(settings)
         return model
 
