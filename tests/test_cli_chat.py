@@ -300,3 +300,32 @@ def test_ctrl_c_at_an_idle_prompt_neither_kills_nor_hangs_the_chat(tmp_path: Pat
     # the terminal dropped the half-typed line: only what came after Ctrl-C was sent
     (prompt,) = _texts(_events(tmp_path, "idle"), "user/message")
     assert prompt == "hello"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs a pseudo-terminal and /proc")
+def test_ctrl_c_during_run_logs_an_abort_and_exits_130(
+    tmp_path: Path, loopback_emulator: tuple[Emulator, int]
+) -> None:
+    emulator, port = loopback_emulator
+    emulator.push({"text": "Part one of an answer. " + "More words follow. " * 200})
+    gate = Gate(marker=b"Part one")
+    emulator.app.add_middleware(gate.wrap)
+    argv = [TAPELOG, "run", "Tell me everything.", "--session", "run-pty", "--tools", "none"]
+    argv += ["--provider", "emulator", "--base-url", f"http://127.0.0.1:{port}/v1"]
+    term = Terminal(argv, _env(tmp_path))
+    try:
+        assert gate.holding.wait(timeout=30), term.text()
+        assert term.idle_reading(port), "run never consumed the first streamed piece"
+        term.type(b"\x03")
+        term.wait_for("[aborted] turn 1")
+        assert term.proc.wait(timeout=30) == 130, term.text()
+    finally:
+        gate.release.set()
+        term.close()
+    assert "Traceback" not in term.text()
+    events = _events(tmp_path, "run-pty")
+    end = events[-1]
+    assert end.type == "turn/end"
+    assert end.data["reason"] == {"kind": "aborted", "by": "interrupt"}
+    message = next(e for e in events if e.type == "assistant/message")
+    assert message.data["interrupted"] is True

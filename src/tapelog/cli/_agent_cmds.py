@@ -118,6 +118,10 @@ async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
         if system is None and resumed and session.header is not None:
             system = session.header.system
         tools = fs_tools(opts["workspace"]) if opts["toolset"] == "fs" else ()
+        # A new session is stored only once the options are known to be good,
+        # so a usage error leaves no empty session behind.
+        if writer is None:
+            writer = store.create(session)
         agent = Agent(
             session,
             setup.client,
@@ -135,7 +139,8 @@ async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
         finally:
             await setup.aclose()
     finally:
-        writer.close()
+        if writer is not None:
+            writer.close()
 
 
 @click.command("run")
@@ -145,10 +150,18 @@ def run_cmd(prompt: str, **opts: Any) -> None:
     """Run one turn of PROMPT and print the answer and a usage line."""
 
     async def body(agent: Agent) -> None:
-        result = await agent.run(prompt)
+        loop = asyncio.get_running_loop()
+        # Ctrl-C aborts the turn as a logged abort, not a crash mid-stream.
+        loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
+        try:
+            result = await agent.run(prompt)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
         _print_result(result, agent.session.id)
         if result.reason["kind"] == "error":
             raise click.exceptions.Exit(1)
+        if result.reason["kind"] == "aborted":
+            raise click.exceptions.Exit(130)  # the shell's code for "stopped by Ctrl-C"
 
     asyncio.run(_with_agent(opts, body))
 

@@ -20,7 +20,7 @@ from tapelog.emulator import Emulator
 from tapelog.llm import DEFAULT_MODELS, make_client
 from tapelog.llm._types import ProviderClient
 from tapelog.log import LlmCallConfig, Session
-from tapelog.store import JsonlStore, SessionWriter
+from tapelog.store import JsonlStore, SessionWriter, validate_session_id
 
 __all__ = ["ProviderSetup", "open_session", "open_store", "resolve_provider"]
 
@@ -29,15 +29,19 @@ def open_store(store_dir: Path | None) -> JsonlStore:
     return JsonlStore(store_dir or default_store_dir())
 
 
-def open_session(store: JsonlStore, session_id: str | None) -> tuple[Session, SessionWriter, bool]:
-    """Resume ``session_id`` when it is stored, else create it (or a new id)."""
+def open_session(
+    store: JsonlStore, session_id: str | None
+) -> tuple[Session, SessionWriter | None, bool]:
+    """Resume ``session_id`` when it is stored (with its writer), else a new
+    in-memory session (writer ``None``: the caller stores it once ready)."""
     if session_id is not None and store.exists(session_id):
         session, writer = store.open(session_id)
         for warning in writer.warnings:
             click.echo(f"warning: {warning}", err=True)
         return session, writer, True
-    session = Session(session_id, cwd=os.getcwd())
-    return session, store.create(session), False
+    if session_id is not None:
+        validate_session_id(session_id)
+    return Session(session_id, cwd=os.getcwd()), None, False
 
 
 @dataclass
