@@ -27,6 +27,9 @@ from tapelog._errors import (
     TapelogError,
     ToolError,
 )
+from tapelog.agent import Agent, Hooks, tool
+from tapelog.audit import encode_request, rebuild_requests
+from tapelog.llm import make_client
 from tapelog.log import (
     EVENT_TYPES,
     SESSION_FORMAT_VERSION,
@@ -47,6 +50,7 @@ from tapelog.log import (
     freeze,
     thaw,
 )
+from tapelog.store import JsonlStore
 
 __version__ = "0.1.0"
 
@@ -54,6 +58,7 @@ __all__ = [
     "EVENT_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
+    "Agent",
     "ContextOverflowError",
     "CorruptLogError",
     "EpochHeader",
@@ -66,8 +71,10 @@ __all__ = [
     "FrozenList",
     "HeaderError",
     "HeaderRecorder",
+    "Hooks",
     "InvalidSessionIdError",
     "JsonValueError",
+    "JsonlStore",
     "LlmCallConfig",
     "LogError",
     "ProviderError",
@@ -87,7 +94,11 @@ __all__ = [
     "canonical_header",
     "derive_event_message",
     "diff_header",
+    "encode_request",
     "fold_request_header",
     "freeze",
+    "make_client",
+    "rebuild_requests",
     "thaw",
+    "tool",
 ]
