@@ -9,13 +9,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tapelog import FrozenError, LlmCallConfig, Session
-from tapelog.agent import Agent, Hooks, tool
+from tapelog.agent import Agent, Hooks, RetryPolicy, tool
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.emulator import Emulator
-from tapelog.llm import AbortHandle, LlmRequest
+from tapelog.llm import AbortHandle, LlmRequest, make_client
 from tapelog.log import FrozenDict, decode
 from tapelog.store import JsonlStore
 
@@ -395,3 +396,101 @@ async def test_tool_calls_run_concurrently_and_commit_in_the_models_order() -> N
     kinds = [e.type for e in agent.session.events if e.type in ("tool/call", "tool/result")]
     assert kinds == ["tool/call", "tool/call", "tool/result", "tool/result"]
     assert elapsed < 0.55, "the two calls overlapped"
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleep for a while."""
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+async def test_abort_mid_tool_cancels_it_with_an_error_result_and_closes_the_turn() -> None:
+    emulator = Emulator(
+        script=[{"tool_calls": [{"name": "nap", "arguments": '{"seconds": 30}'}]}, {"text": "ok"}]
+    )
+    async with agent_on(emulator, tools=[nap]) as agent:
+
+        def on_event(event: Any) -> None:
+            if event.type == "tool/call":
+                asyncio.get_running_loop().call_later(0.05, agent.abort, "test")
+
+        agent.session.subscribe(on_event)
+        started = time.perf_counter()
+        result = await agent.run("rest")
+        assert time.perf_counter() - started < 5
+        assert result.reason == {"kind": "aborted", "by": "test"}
+        res = next(e for e in agent.session.events if e.type == "tool/result")
+        assert res.data["is_error"] is True
+        assert res.data["error"] == {"kind": "aborted"}
+        assert types_of(agent.session)[-3:] == ["tool/result", "step/end", "turn/end"]
+        follow = await agent.run("again")
+    assert follow.reason["kind"] == "completed"
+    _assert_bytes_rebuild(agent.session, emulator)
+
+
+async def test_a_connection_error_is_retried_with_the_same_bytes() -> None:
+    emulator = Emulator(script=[{"text": "reached"}])
+    inner = emulator.transport()
+    failures: list[bytes] = []
+
+    class FlakyEdge(httpx.AsyncBaseTransport):
+        """The network edge: the first connection attempt fails."""
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if not failures:
+                failures.append(await request.aread())
+                raise httpx.ConnectError("connection refused", request=request)
+            return await inner.handle_async_request(request)
+
+    config = LlmCallConfig(provider="deepseek", model="deepseek-chat")
+    async with httpx.AsyncClient(transport=FlakyEdge()) as http:
+        client = make_client(
+            config,
+            base_url="http://emulator/deepseek",
+            http_client=http,
+            env={"DEEPSEEK_API_KEY": SECRET},
+        )
+        agent = Agent(Session(), client, config=config, retry=RetryPolicy(base_delay=0.0))
+        result = await agent.run("hi")
+    assert result.text == "reached"
+    errors = [e.data["chunk"] for e in agent.session.events if e.type == "assistant/chunk"]
+    assert errors[0]["kind"] == "error"
+    assert errors[0]["status"] is None
+    assert "connection" in errors[0]["message"].lower()
+    assert failures == [emulator.received[0].body]
+
+
+class _DurabilityProbe:
+    """The provider edge looks at the stored file at the moment a request goes out."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self.inner, self.path = inner, path
+        self.provider, self.wire = inner.provider, inner.wire
+        self.seen: list[list[str]] = []
+
+    async def stream(
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+    ) -> AsyncIterator[FrozenDict]:
+        lines = self.path.read_bytes().splitlines()[1:]
+        self.seen.append([decode(line)["type"] for line in lines])
+        async for chunk in self.inner.stream(request, abort=abort, body=body):
+            yield chunk
+
+
+async def test_the_store_is_durable_before_each_request_and_at_turn_end(tmp_path: Path) -> None:
+    emulator = Emulator(
+        script=[{"tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": 1}'}]}, {"text": "2"}]
+    )
+    store = JsonlStore(tmp_path)
+    session = Session()
+    with store.create(session) as writer:
+        async with agent_on(emulator, session=session, writer=writer, tools=[add]) as agent:
+            probe = _DurabilityProbe(agent.client, tmp_path / f"{session.id}.jsonl")
+            agent.client = probe
+            await agent.run("add")
+            on_disk = [decode(x)["type"] for x in probe.path.read_bytes().splitlines()[1:]]
+            assert on_disk[-1] == "turn/end", "the turn end is flushed before run() returns"
+    for seen in probe.seen:
+        assert seen[-1] in ("request/header", "step/start", "request/header-delta")
+    assert probe.seen[1].count("tool/result") == 1
