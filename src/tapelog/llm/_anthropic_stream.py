@@ -14,9 +14,10 @@ from typing import Any, Final
 
 from httpx_sse import ServerSentEvent
 
-from tapelog._errors import ContextOverflowError, JsonValueError, ProviderError
-from tapelog.llm._types import normalise_usage
-from tapelog.log import FrozenDict, decode, freeze
+from tapelog._errors import ContextOverflowError, ProviderError
+from tapelog.llm._http import event_frame
+from tapelog.llm._types import normalise_usage, usage_count
+from tapelog.log import FrozenDict, freeze
 
 __all__ = ["AnthropicStreamParser", "anthropic_usage"]
 
@@ -32,17 +33,13 @@ _RETRYABLE_ERRORS: Final = frozenset(
 )
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def anthropic_usage(usage: Mapping[str, Any]) -> FrozenDict:
     """Normalise Anthropic usage: the three input counts are already disjoint."""
     return normalise_usage(
-        input=_int(usage.get("input_tokens")),
-        cache_read=_int(usage.get("cache_read_input_tokens")),
-        cache_write=_int(usage.get("cache_creation_input_tokens")),
-        output=_int(usage.get("output_tokens")),
+        input=usage_count(usage.get("input_tokens")),
+        cache_read=usage_count(usage.get("cache_read_input_tokens")),
+        cache_write=usage_count(usage.get("cache_creation_input_tokens")),
+        output=usage_count(usage.get("output_tokens")),
         raw=usage,
     )
 
@@ -58,17 +55,8 @@ class AnthropicStreamParser:
         self._tools: dict[Any, bool] = {}  # tool_use block index -> got input pieces
 
     def feed(self, event: ServerSentEvent) -> list[FrozenDict]:
-        if not event.data.strip():
-            return []
-        try:
-            frame = decode(event.data, path="event")
-        except JsonValueError as exc:
-            raise ProviderError(
-                f"{self.provider} sent a stream event that is not JSON ({exc.problem}); "
-                "retrying may help.",
-                retryable=True,
-            ) from None
-        if not isinstance(frame, dict):
+        frame = event_frame(self.provider, event.data)
+        if frame is None:
             return []
         # httpx-sse names an event without an ``event:`` line "message".
         kind = event.event if event.event and event.event != "message" else frame.get("type")

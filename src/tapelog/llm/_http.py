@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 import httpx
 from httpx_sse import EventSource, ServerSentEvent, SSEError
 
-from tapelog._errors import ContextOverflowError, ProviderError
+from tapelog._errors import ContextOverflowError, JsonValueError, ProviderError
 from tapelog.llm._types import AbortHandle
 from tapelog.log import decode
 
-__all__ = ["Aborted", "error_from_response", "resolve_api_key", "stream_sse"]
+__all__ = ["Aborted", "error_from_response", "event_frame", "resolve_api_key", "stream_sse"]
 
 T = TypeVar("T")
 
@@ -138,6 +138,24 @@ def _transport_error(provider: str, exc: httpx.HTTPError) -> ProviderError:
         "or retry (this error is retryable).",
         retryable=True,
     )
+
+
+def event_frame(provider: str, data: str) -> dict[str, Any] | None:
+    """The JSON object an event carries (``None``: blank or not an object, ignored).
+
+    Both stream parsers read their frames this way, so a garbled event is the
+    same retryable :class:`ProviderError` whichever family sent it.
+    """
+    if not data.strip():
+        return None
+    try:
+        frame = decode(data, path="event")
+    except JsonValueError as exc:
+        raise ProviderError(
+            f"{provider} sent a stream event that is not JSON ({exc.problem}); retrying may help.",
+            retryable=True,
+        ) from None
+    return frame if isinstance(frame, dict) else None
 
 
 async def stream_sse(

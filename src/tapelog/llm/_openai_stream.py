@@ -13,9 +13,10 @@ from typing import Any, Final
 
 from httpx_sse import ServerSentEvent
 
-from tapelog._errors import JsonValueError, ProviderError
-from tapelog.llm._types import normalise_usage
-from tapelog.log import FrozenDict, decode, freeze
+from tapelog._errors import ProviderError
+from tapelog.llm._http import event_frame
+from tapelog.llm._types import normalise_usage, usage_count
+from tapelog.log import FrozenDict, freeze
 
 __all__ = ["OpenAIStreamParser", "openai_usage"]
 
@@ -27,10 +28,6 @@ _FINISH: Final[Mapping[str, str]] = {
 }
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def openai_usage(usage: Mapping[str, Any]) -> FrozenDict:
     """Normalise an OpenAI-family usage object to disjoint counts.
 
@@ -39,29 +36,30 @@ def openai_usage(usage: Mapping[str, Any]) -> FrozenDict:
     ``prompt_cache_hit_tokens`` + ``prompt_cache_miss_tokens`` = ``prompt_tokens``.
     ``reasoning`` is the part of ``output`` spent on reasoning.
     """
-    prompt = _int(usage.get("prompt_tokens"))
+    prompt = usage_count(usage.get("prompt_tokens"))
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, Mapping) else {}
     completion = usage.get("completion_tokens_details")
     completion = completion if isinstance(completion, Mapping) else {}
     if "prompt_cache_hit_tokens" in usage:
-        cached = _int(usage.get("prompt_cache_hit_tokens"))
+        cached = usage_count(usage.get("prompt_cache_hit_tokens"))
         write = 0
         uncached = (
-            _int(usage.get("prompt_cache_miss_tokens"))
+            usage_count(usage.get("prompt_cache_miss_tokens"))
             if "prompt_cache_miss_tokens" in usage
             else max(prompt - cached, 0)
         )
     else:
-        cached = _int(details.get("cached_tokens"))
-        write = _int(details.get("cache_write_tokens")) or _int(usage.get("cache_write_tokens"))
+        cached = usage_count(details.get("cached_tokens"))
+        write = usage_count(details.get("cache_write_tokens"))
+        write = write or usage_count(usage.get("cache_write_tokens"))
         uncached = max(prompt - cached - write, 0)
     return normalise_usage(
         input=uncached,
         cache_read=cached,
         cache_write=write,
-        output=_int(usage.get("completion_tokens")),
-        reasoning=_int(completion.get("reasoning_tokens")),
+        output=usage_count(usage.get("completion_tokens")),
+        reasoning=usage_count(completion.get("reasoning_tokens")),
         raw=usage,
     )
 
@@ -79,17 +77,8 @@ class OpenAIStreamParser:
         if data.strip() == "[DONE]":
             self.done = True
             return []
-        if not data.strip():
-            return []
-        try:
-            frame = decode(data, path="event")
-        except JsonValueError as exc:
-            raise ProviderError(
-                f"{self.provider} sent a stream event that is not JSON ({exc.problem}); "
-                "retrying may help.",
-                retryable=True,
-            ) from None
-        if not isinstance(frame, dict):
+        frame = event_frame(self.provider, data)
+        if frame is None:
             return []
         if frame.get("error"):
             raise self._stream_error(frame["error"])

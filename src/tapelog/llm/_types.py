@@ -24,6 +24,7 @@ __all__ = [
     "WireFormat",
     "estimate_tokens",
     "normalise_usage",
+    "usage_count",
     "usage_prompt_tokens",
 ]
 
@@ -111,6 +112,11 @@ class ProviderClient(Protocol):
 
 
 _USAGE_KEYS = ("input", "cache_read", "cache_write", "output", "reasoning")
+
+
+def usage_count(value: Any) -> int:
+    """A provider's token count as an int: 0 when missing or not an integer (a bool is not)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def normalise_usage(
