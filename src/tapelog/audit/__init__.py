@@ -17,6 +17,7 @@ from tapelog.audit._rebuild import (
     rebuild_requests,
 )
 from tapelog.audit._report_html import render_report
+from tapelog.audit._report_views import header_change
 
 __all__ = [
     "CacheCause",
@@ -32,6 +33,7 @@ __all__ = [
     "check_enabled",
     "check_request",
     "encode_request",
+    "header_change",
     "header_diff",
     "rebuild_request_at",
     "rebuild_requests",

@@ -15,6 +15,7 @@ from html import escape
 from typing import Any
 
 from tapelog.audit._rebuild import RebuiltRequest
+from tapelog.llm import usage_prompt_tokens
 from tapelog.log import Event, encode_str
 
 __all__ = ["clip", "header_change", "requests_html", "timeline_html"]
@@ -79,7 +80,7 @@ def header_change(event: Event) -> str:
 def _tokens(usage: Mapping[str, Any] | None) -> str:
     if not usage:
         return "no usage logged"
-    prompt = usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+    prompt = usage_prompt_tokens(usage)
     return (
         f"{prompt:,} prompt tok · {usage.get('cache_read', 0):,} cached · "
         f"{usage.get('output', 0):,} out"

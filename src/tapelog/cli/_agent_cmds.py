@@ -18,7 +18,7 @@ from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cli._common import store_option
 from tapelog.cli._setup import open_session, open_store, resolve_provider
 from tapelog.cli._store_cmds import load_target
-from tapelog.llm import wire_named
+from tapelog.llm import usage_prompt_tokens, wire_named
 from tapelog.log import encode
 
 __all__ = ["COMMANDS"]
@@ -27,7 +27,7 @@ __all__ = ["COMMANDS"]
 def usage_line(result: TurnResult, session_id: str) -> str:
     """One line: how the turn ended, tokens and cache hit ratio, session id."""
     u = result.usage
-    prompt = u.get("input", 0) + u.get("cache_read", 0) + u.get("cache_write", 0)
+    prompt = usage_prompt_tokens(u)
     cached = u.get("cache_read", 0)
     ratio = f"{100 * cached / prompt:.0f}%" if prompt else "n/a"
     return (

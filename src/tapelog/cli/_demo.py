@@ -20,13 +20,14 @@ from rich.console import Console
 from rich.table import Table
 
 from tapelog.agent import Agent, Toolset, fs_tools, tool
-from tapelog.audit import encode_request, rebuild_requests
+from tapelog.audit import encode_request, header_change, rebuild_requests
 from tapelog.cli._common import store_option
 from tapelog.cli._setup import open_store
 from tapelog.emulator import Emulator
-from tapelog.llm import make_client
+from tapelog.llm import make_client, usage_prompt_tokens
 from tapelog.llm._types import ProviderClient
 from tapelog.log import Event, LlmCallConfig, Session
+from tapelog.store import SessionWriter
 
 __all__ = ["COMMANDS"]
 
@@ -87,22 +88,18 @@ def _word_count_tool(workspace: Path) -> Any:
 
 
 def _what_changed(events: list[Event]) -> str:
-    parts: list[str] = []
-    for event in events:
-        if event.type == "request/header":
-            parts.append(f"header snapshot ({event.data['reason']})")
-        else:
-            fields = []
-            for key, value in event.data.items():
-                if key == "tools":
-                    names = [f"+{t['name']}" for t in value.get("add", ())]
-                    names += [f"-{n}" for n in value.get("remove", ())]
-                    names += [f"~{t['name']}" for t in value.get("change", ())]
-                    fields.append("tools " + " ".join(names))
-                else:
-                    fields.append(key)
-            parts.append("header delta: " + ", ".join(fields))
+    """The header events before a request, in the audit report's own words."""
+    parts = [
+        header_change(e) if e.type == "request/header" else "header delta: " + header_change(e)
+        for e in events
+    ]
     return "; ".join(parts) or "history appended"
+
+
+async def _ask(agent: Agent, prompt: str, console: Console) -> None:
+    console.print(f"[dim]> {prompt}[/]")
+    result = await agent.run(prompt)
+    console.print(f"  {result.text or result.reason['kind']}")
 
 
 async def _run_demo(store_dir: Path | None, provider: str, console: Console) -> bool:
@@ -124,43 +121,28 @@ async def _run_demo(store_dir: Path | None, provider: str, console: Console) -> 
             client = make_client(config)
             tools = Toolset(())
         session = Session(cwd=str(workspace))
+
+        def make_agent(log: Session, writer: SessionWriter) -> Agent:
+            return Agent(
+                log, client, config=config, system=SYSTEM, tools=tools, writer=writer, check=True
+            )
+
         console.print(
             f"[bold]tapelog demo[/] · provider [cyan]{provider}[/] · session [cyan]{session.id}[/]"
         )
         try:
             with store.create(session) as writer:
-                agent = Agent(
-                    session,
-                    client,
-                    config=config,
-                    system=SYSTEM,
-                    tools=tools,
-                    writer=writer,
-                    check=True,
-                )
+                agent = make_agent(session, writer)
                 for i, prompt in enumerate(PROMPTS[:2]):
                     if i == 1:
                         agent.add_tool(_word_count_tool(workspace))
-                    console.print(f"[dim]> {prompt}[/]")
-                    result = await agent.run(prompt)
-                    console.print(f"  {result.text or result.reason['kind']}")
+                    await _ask(agent, prompt, console)
             console.print("[dim]-- loop restarted: a new process would do exactly this --[/]")
             session, writer = store.open(session.id)
             with writer:
                 if "word_count" not in tools:  # a new process registers its tools again
                     tools.add(_word_count_tool(workspace))
-                agent = Agent(
-                    session,
-                    client,
-                    config=config,
-                    system=SYSTEM,
-                    tools=tools,
-                    writer=writer,
-                    check=True,
-                )
-                console.print(f"[dim]> {PROMPTS[2]}[/]")
-                result = await agent.run(PROMPTS[2])
-                console.print(f"  {result.text or result.reason['kind']}")
+                await _ask(make_agent(session, writer), PROMPTS[2], console)
         finally:
             if http is not None:
                 await http.aclose()
@@ -180,7 +162,7 @@ def _report(session: Session, emulator: Emulator | None, console: Console) -> bo
         same = emulator is None or emulator.received[item.index - 1].body == body
         exact += same
         usage = message.data.get("usage") or {}
-        prompt = usage.get("input", 0) + usage.get("cache_read", 0) + usage.get("cache_write", 0)
+        prompt = usage_prompt_tokens(usage)
         cached = usage.get("cache_read", 0)
         header_events = [events[s] for s in item.header_seqs]
         table.add_row(
