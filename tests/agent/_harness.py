@@ -7,18 +7,40 @@ ASGI transport.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 
-from tapelog.agent import Agent, Hooks, RetryPolicy, Tool
+from tapelog.agent import Agent, Hooks, RetryPolicy, Tool, tool
+from tapelog.audit import encode_request, rebuild_requests
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
 from tapelog.log import LlmCallConfig, Session, decode
 
 SECRET = "sk-test-SECRET-do-not-log-4242"
+
+# Long enough (> 1024 estimated tokens) that OpenAI's and Anthropic's minimums are met.
+LONG_SYSTEM = "\n".join(f"Rule {i}: answer carefully and cite the tool output." for i in range(110))
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: First addend.
+        b: Second addend.
+    """
+    return a + b
+
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper()
+
 
 WIRES: dict[str, tuple[str, str, str, str]] = {
     # provider: (model, base url on the emulator, key variable, emulator rule)
@@ -65,6 +87,28 @@ def messages_of(body: bytes, provider: str) -> list[Any]:
     """The message list of a request body (Anthropic keeps system apart already)."""
     messages: list[Any] = decode(body)["messages"]
     return messages
+
+
+def assert_bytes_rebuild(
+    session: Session,
+    emulator: Emulator,
+    *,
+    loop_body: Callable[[bytes], bool] = lambda body: True,
+) -> None:
+    """Every loop body the emulator received is the rebuilt request, in order.
+
+    A retry resends the same bytes, so repeats in a row count once;
+    ``loop_body`` says which received bodies are loop requests at all (a
+    compaction's one-shot summary call is not).
+    """
+    rebuilt = [encode_request(r.request) for r in rebuild_requests(session.events)]
+    received: list[bytes] = []
+    for r in emulator.received:
+        if loop_body(r.body) and (not received or received[-1] != r.body):
+            received.append(r.body)
+    assert len(rebuilt) == len(received)
+    for i, (mine, theirs) in enumerate(zip(rebuilt, received, strict=True)):
+        assert mine == theirs, f"request {i + 1}"
 
 
 def types_of(session: Session) -> list[str]:

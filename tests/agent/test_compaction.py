@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from tapelog.agent import CompactionPolicy, TrimPolicy, choose_region, tool
-from tapelog.audit import encode_request, rebuild_requests
 from tapelog.emulator import Emulator
 from tapelog.log import Session, decode
 
-from ._harness import agent_on
+from ._harness import agent_on, assert_bytes_rebuild
 
 LONG_SYSTEM = "\n".join(f"Rule {i}: be exact and brief." for i in range(120))
 SUMMARY = "Summary: the user asked three questions about numbers; answers were 1, 2 and 3."
@@ -17,10 +16,7 @@ SUMMARY = "Summary: the user asked three questions about numbers; answers were 1
 
 def _assert_rebuilds(session: Session, emulator: Emulator) -> None:
     """Every loop body received is a rebuilt request (one-shot summary calls excluded)."""
-    rebuilt = [encode_request(r.request) for r in rebuild_requests(session.events)]
-    loop_bodies = [r.body for r in emulator.received if not _is_summary_call(r.body)]
-    deduped = [b for i, b in enumerate(loop_bodies) if i == 0 or loop_bodies[i - 1] != b]
-    assert rebuilt == deduped
+    assert_bytes_rebuild(session, emulator, loop_body=lambda body: not _is_summary_call(body))
 
 
 def _is_summary_call(body: bytes) -> bool:

@@ -14,33 +14,12 @@ import pytest
 
 from tapelog import FrozenError, LlmCallConfig, Session
 from tapelog.agent import Agent, Hooks, RetryPolicy, tool
-from tapelog.audit import encode_request, rebuild_requests
 from tapelog.emulator import Emulator
 from tapelog.llm import AbortHandle, LlmRequest, make_client
 from tapelog.log import FrozenDict, decode
 from tapelog.store import JsonlStore
 
-from ._harness import SECRET, agent_on, types_of
-
-# Long enough (> 1024 estimated tokens) that OpenAI's and Anthropic's minimums are met.
-LONG_SYSTEM = "\n".join(f"Rule {i}: answer carefully and cite the tool output." for i in range(110))
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: First addend.
-        b: Second addend.
-    """
-    return a + b
-
-
-@tool
-def shout(text: str) -> str:
-    """Upper-case a text."""
-    return text.upper()
+from ._harness import LONG_SYSTEM, SECRET, add, agent_on, assert_bytes_rebuild, shout, types_of
 
 
 def _strip_breakpoints(value: Any) -> Any:
@@ -49,18 +28,6 @@ def _strip_breakpoints(value: Any) -> Any:
     if isinstance(value, list):
         return [_strip_breakpoints(v) for v in value]
     return value
-
-
-def _assert_bytes_rebuild(session: Session, emulator: Emulator) -> None:
-    """Every body the emulator received is the rebuilt request (retries resend it)."""
-    rebuilt = [encode_request(r.request) for r in rebuild_requests(session.events)]
-    received: list[bytes] = []
-    for r in emulator.received:
-        if not received or received[-1] != r.body:
-            received.append(r.body)
-    assert len(rebuilt) == len(received)
-    for i, (mine, theirs) in enumerate(zip(rebuilt, received, strict=True)):
-        assert mine == theirs, f"request {i + 1}"
 
 
 @pytest.mark.parametrize("provider", ["deepseek", "openai", "anthropic"])
@@ -92,7 +59,7 @@ async def test_requests_extend_each_other_and_hit_the_cache(provider: str) -> No
     assert all(u["cache_read"] > 0 for u in usages[1:]), usages
     headers = [e for e in agent.session.events if e.type.startswith("request/header")]
     assert [(e.type, e.data.get("reason")) for e in headers] == [("request/header", "initial")]
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 async def test_tool_registration_is_one_delta_and_a_reorder_one_fallback() -> None:
@@ -114,7 +81,7 @@ async def test_tool_registration_is_one_delta_and_a_reorder_one_fallback() -> No
     assert [t["name"] for t in headers[1].data["tools"]["add"]] == ["shout"]
     sent = [[t["function"]["name"] for t in decode(r.body)["tools"]] for r in emulator.received]
     assert sent == [["add"], ["add", "shout"], ["add", "shout"], ["shout", "add"]]
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 async def test_inject_during_the_request_hook_joins_the_next_request() -> None:
@@ -137,7 +104,7 @@ async def test_inject_during_the_request_hook_joins_the_next_request() -> None:
     start = next(e for e in agent.session.events if e.type == "step/start")
     inject = next(e for e in agent.session.events if e.type == "context/message")
     assert inject.seq > start.seq
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 async def test_the_request_hook_can_replace_the_config_and_it_is_logged() -> None:
@@ -148,7 +115,7 @@ async def test_the_request_hook_can_replace_the_config_and_it_is_logged() -> Non
     assert decode(emulator.received[0].body)["temperature"] == 0.25
     header = next(e for e in agent.session.events if e.type == "request/header")
     assert header.data["header"]["config"]["temperature"] == 0.25
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 class _MutatingClient:
@@ -202,7 +169,7 @@ async def test_abort_mid_stream_logs_an_interrupted_message_and_closes_the_turn(
         assert types_of(agent.session)[-2:] == ["step/end", "turn/end"]
         follow = await agent.run("go on")
         assert follow.reason["kind"] == "completed"
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 async def test_a_500_then_success_is_retried_and_each_attempt_logged() -> None:
@@ -222,7 +189,7 @@ async def test_a_500_then_success_is_retried_and_each_attempt_logged() -> None:
     assert len(emulator.received) == 2
     assert emulator.received[0].body == emulator.received[1].body
     assert SECRET not in errors[0]["message"]
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 async def test_a_non_retryable_error_ends_the_turn_with_its_status() -> None:
@@ -292,7 +259,7 @@ async def test_resume_writes_a_resume_snapshot_and_still_rebuilds_byte_exact(
     reloaded = store.load(session.id).session
     reasons = [e.data["reason"] for e in reloaded.events if e.type == "request/header"]
     assert reasons == ["initial", "resume"]
-    _assert_bytes_rebuild(reloaded, emulator)
+    assert_bytes_rebuild(reloaded, emulator)
     usage = [e.data["usage"] for e in reloaded.events if e.type == "assistant/message"]
     assert usage[1]["cache_read"] > 0
 
@@ -365,7 +332,7 @@ async def test_hooks_feed_the_request_only_through_logged_channels() -> None:
     second = decode(emulator.received[1].body)["messages"]
     assert second[1]["content"] == "Project notes: v2."
     assert second[-1] == {"role": "user", "content": "add ran"}
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 @tool
@@ -426,7 +393,7 @@ async def test_abort_mid_tool_cancels_it_with_an_error_result_and_closes_the_tur
         assert types_of(agent.session)[-3:] == ["tool/result", "step/end", "turn/end"]
         follow = await agent.run("again")
     assert follow.reason["kind"] == "completed"
-    _assert_bytes_rebuild(agent.session, emulator)
+    assert_bytes_rebuild(agent.session, emulator)
 
 
 async def test_a_connection_error_is_retried_with_the_same_bytes() -> None:

@@ -5,28 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tapelog.agent import tool
 from tapelog.log import Event, Session
-
-# Long enough (> 1024 estimated tokens) that OpenAI's and Anthropic's minimums are met.
-LONG_SYSTEM = "\n".join(f"Rule {i}: answer carefully and cite the tool output." for i in range(110))
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: First addend.
-        b: Second addend.
-    """
-    return a + b
-
-
-@tool
-def shout(text: str) -> str:
-    """Upper-case a text."""
-    return text.upper()
 
 
 def add_call(a: int, b: int) -> dict[str, Any]:

@@ -6,13 +6,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from agent._harness import agent_on
+from agent._harness import add, agent_on, shout
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
 from tapelog.log import Session, decode
 from tapelog.store import JsonlStore
-
-from ._sessions import add, shout
 
 
 async def _stored(tmp_path: Path) -> str:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent._harness import agent_on
+from agent._harness import add, agent_on, shout
 from tapelog import LlmCallConfig, LogError
 from tapelog.agent import Hooks
 from tapelog.audit import request_diff
 from tapelog.emulator import Emulator
 from tapelog.log import Session
 
-from ._sessions import LogBuilder, add, shout
+from ._sessions import LogBuilder
 
 
 async def _session() -> Session:

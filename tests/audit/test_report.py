@@ -22,8 +22,7 @@ from click.testing import CliRunner, Result
 
 # tests/ is the rootdir of the test packages (each has an __init__.py), so the agent
 # tests' harness imports as ``agent._harness``.
-from agent._harness import agent_on
-from tapelog.agent import tool
+from agent._harness import add, agent_on, shout
 from tapelog.audit import encode_request, rebuild_requests, render_report
 from tapelog.audit._report_html import _script_json
 from tapelog.cli import cli
@@ -34,23 +33,6 @@ from tapelog.store import JsonlStore
 SYSTEM = "\n".join(f"Rule {i}: answer carefully and cite the tool output." for i in range(30))
 INJECTION = "Shout <img src=x onerror=\"document.body.setAttribute('data-pwned','1')\"> please"
 LONG_PROMPT = "Are you sure? " + "very " * 3000
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: First addend.
-        b: Second addend.
-    """
-    return a + b
-
-
-@tool
-def shout(text: str) -> str:
-    """Upper-case a text."""
-    return text.upper()
 
 
 SCRIPT: list[dict[str, Any]] = [
