@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncGenerator, Awaitable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import httpx
 from httpx_sse import EventSource, ServerSentEvent, SSEError
@@ -37,6 +38,10 @@ _OVERFLOW_MARKERS = (
 )
 
 
+_KEY_CHARS: Final = re.compile(r"[\x21-\x7e]+")
+"""What an API key may contain: visible ASCII, which any HTTP header accepts."""
+
+
 class Aborted(Exception):
     """Internal: the abort handle fired while waiting."""
 
@@ -47,6 +52,14 @@ def resolve_api_key(
     """The API key from the environment; a clear error before any network if missing."""
     key = env.get(env_var) if env_var else None
     if key:
+        # An HTTP header refuses whitespace and non-ASCII, and httpx/h11 would
+        # then quote the whole header, key included, in their error message.
+        if not _KEY_CHARS.fullmatch(key):
+            raise ProviderError(
+                f"The {provider} API key in {env_var} contains whitespace, a control "
+                "character or a non-ASCII character (a newline copied with it?); set "
+                f"{env_var} to the key alone."
+            )
         return key
     if required:
         raise ProviderError(
@@ -128,11 +141,12 @@ async def _race(awaitable: Awaitable[T], abort_task: asyncio.Future[None]) -> T:
     raise Aborted
 
 
-def _transport_error(provider: str, exc: httpx.HTTPError) -> ProviderError:
+def _transport_error(provider: str, exc: httpx.HTTPError, secret: str | None) -> ProviderError:
     if isinstance(exc, httpx.TimeoutException):
         what = "timed out"
     else:
-        what = f"failed ({type(exc).__name__}: {exc})"
+        text = str(exc).replace(secret, "***") if secret else str(exc)
+        what = f"failed ({type(exc).__name__}: {text})"
     return ProviderError(
         f"The connection to {provider} {what}; check the network and base URL, "
         "or retry (this error is retryable).",
@@ -184,7 +198,7 @@ async def stream_sse(
         except Aborted:
             return
         except httpx.HTTPError as exc:
-            raise _transport_error(provider, exc) from exc
+            raise _transport_error(provider, exc, secret) from exc
         if not 200 <= response.status_code < 300:
             try:
                 text = (await _race(response.aread(), abort_task)).decode("utf-8", "replace")
@@ -209,7 +223,7 @@ async def stream_sse(
                         status=response.status_code,
                     ) from exc
                 except httpx.HTTPError as exc:
-                    raise _transport_error(provider, exc) from exc
+                    raise _transport_error(provider, exc, secret) from exc
                 yield event
         finally:
             with contextlib.suppress(BaseException):
