@@ -340,7 +340,11 @@ class Agent:
             break
         assembled = assemble_message(chunks)
         interrupted = handle.aborted or assembled.interrupted
-        content = [b for b in assembled.content if not (interrupted and b["type"] == "tool_call")]
+        # A cut reply's tool calls never run, so they would have no results: a
+        # tool call without its result makes every later request invalid on
+        # both wires (and cut arguments are not even JSON). The chunks keep them.
+        cut = interrupted or assembled.finish == "max_tokens"
+        content = [b for b in assembled.content if not (cut and b["type"] == "tool_call")]
         data: dict[str, Any] = {
             "turn": turn,
             "step": step,
