@@ -18,7 +18,7 @@ from typing import Any
 
 from tapelog.audit._diff import HeaderDiff, header_diff, replacement_kind
 from tapelog.audit._segments import SegmentRenderer
-from tapelog.audit._walk import LoopRequest, walk_requests
+from tapelog.audit._walk import LoopRequest, RequestRef, ref_fields, walk_requests
 from tapelog.emulator import (
     PrefixStore,
     Prompt,
@@ -99,15 +99,9 @@ def _header_detail(diff: HeaderDiff) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestCache:
+class RequestCache(RequestRef):
     """One loop request's row (see docs/cli.md for each field)."""
 
-    index: int
-    turn: int
-    step: int
-    seq: int
-    provider: str
-    model: str
     rule: str
     prompt_tokens: int
     cached_reported: int
@@ -119,12 +113,7 @@ class RequestCache:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "index": self.index,
-            "turn": self.turn,
-            "step": self.step,
-            "seq": self.seq,
-            "provider": self.provider,
-            "model": self.model,
+            **self.ref_json(),
             "rule": self.rule,
             "prompt_tokens": self.prompt_tokens,
             "cached_reported": self.cached_reported,
@@ -353,14 +342,8 @@ def _row(
     if short:
         detail = {"reason": "reported below expected", "reported": reported, "expected": expected}
         causes.append(CacheCause(kind="unexplained", seqs=(), detail=detail))
-    config = request.header.config
     return RequestCache(
-        index=request.index,
-        turn=request.turn,
-        step=request.step,
-        seq=request.boundary_seq,
-        provider=config.provider,
-        model=config.model,
+        **ref_fields(request),
         rule=rule,
         prompt_tokens=prompt,
         cached_reported=reported,

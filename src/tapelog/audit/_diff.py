@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tapelog._errors import LogError
-from tapelog.audit._walk import HeaderChange, LoopRequest, walk_requests
+from tapelog.audit._walk import HeaderChange, LoopRequest, RequestRef, ref_fields, walk_requests
 from tapelog.log import EpochHeader, Event, Session, encode
 
 __all__ = [
@@ -165,25 +165,11 @@ class MessagesDiff:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestSummary:
-    index: int
-    turn: int
-    step: int
-    seq: int
-    provider: str
-    model: str
+class RequestSummary(RequestRef):
     messages: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "turn": self.turn,
-            "step": self.step,
-            "seq": self.seq,
-            "provider": self.provider,
-            "model": self.model,
-            "messages": self.messages,
-        }
+        return {**self.ref_json(), "messages": self.messages}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,15 +198,8 @@ class RequestDiff:
 
 
 def _summary(request: LoopRequest) -> RequestSummary:
-    config = request.header.config
     return RequestSummary(
-        index=request.index,
-        turn=request.turn,
-        step=request.step,
-        seq=request.boundary_seq,
-        provider=config.provider,
-        model=config.model,
-        messages=len(request.header.prefix) + len(request.nodes),
+        **ref_fields(request), messages=len(request.header.prefix) + len(request.nodes)
     )
 
 

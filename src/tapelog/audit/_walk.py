@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tapelog._errors import LogError
 from tapelog.log import EpochHeader, Event, FrozenDict, derive_event_message
 from tapelog.log._header import fold_header_event
 from tapelog.log._surface import Surface, parse_surface_op
 
-__all__ = ["HeaderChange", "LoopRequest", "walk_requests"]
+__all__ = ["HeaderChange", "LoopRequest", "RequestRef", "ref_fields", "walk_requests"]
 
 _HEADER = frozenset({"request/header", "request/header-delta"})
 _STEP_OUTPUT = frozenset({"assistant/chunk", "assistant/message", "step/end", "turn/end"})
@@ -64,6 +65,46 @@ class LoopRequest:
     """The step's ``assistant/message`` (``None`` if the step logged none)."""
     failed_attempts: int
     """Attempts that ended in a logged ``error`` chunk before the one that answered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestRef:
+    """The fields that name a loop request in every audit row (cache report, diff).
+
+    Both outputs lead with them, in this order, so one request reads the same
+    in ``tapelog cache --json`` and ``tapelog diff --json`` (docs/cli.md).
+    """
+
+    index: int
+    turn: int
+    step: int
+    seq: int
+    """The seq of the request's ``step/start``."""
+    provider: str
+    model: str
+
+    def ref_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "turn": self.turn,
+            "step": self.step,
+            "seq": self.seq,
+            "provider": self.provider,
+            "model": self.model,
+        }
+
+
+def ref_fields(request: LoopRequest) -> dict[str, Any]:
+    """The :class:`RequestRef` fields of a walked request, for a row's constructor."""
+    config = request.header.config
+    return {
+        "index": request.index,
+        "turn": request.turn,
+        "step": request.step,
+        "seq": request.boundary_seq,
+        "provider": config.provider,
+        "model": config.model,
+    }
 
 
 def walk_requests(events: Sequence[Event]) -> Iterator[LoopRequest]:
