@@ -10,6 +10,7 @@ from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, Ses
 from tapelog.store._format import JsonlScan, Problem, header_line, replay_events, scan_jsonl
 from tapelog.store._ids import MAX_SESSION_ID_LENGTH, validate_session_id
 from tapelog.store._jsonl import JsonlStore, JsonlWriter, read_session_bytes, read_session_file
+from tapelog.store._postgres import PostgresStore
 from tapelog.store._verify import LogStats, VerifyReport, verify_jsonl
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "JsonlWriter",
     "LoadedSession",
     "LogStats",
+    "PostgresStore",
     "Problem",
     "SessionStore",
     "SessionSummary",

@@ -1,0 +1,478 @@
+"""The PostgreSQL store: sessions shared by many machines through one database.
+
+Schema (created on first ``create``, idempotently, in its own PostgreSQL schema)::
+
+    sessions(id text PK, format_version int, created bigint, cwd text,
+             parent text, seed_length int, header bytea)
+    events(session_id text FK, seq int, line bytea, PK (session_id, seq))
+
+``header`` and ``line`` hold the exact bytes a JSONL file would hold on those
+lines (``header_line(info)`` and ``Event.encode()``), so the two backends store
+the same bytes and loading goes through the same scanner and replay
+(:func:`read_session_bytes`), with the same errors and line numbers (line 1 is
+the header, line n is seq n - 2). The other ``sessions`` columns are copies for
+queries; the header bytes are what loading trusts.
+
+One writer per session: the writer's connection holds a session-level advisory
+lock on a 64-bit hash of (schema, id), so a second writer on any machine is
+refused, and the server releases the lock when the holder's connection ends,
+even if its process was killed. The primary key is the second line of
+defence: if a writer ever lost its lock (a dropped connection) and another
+appended meanwhile, its next insert collides and is refused instead of forking
+the log (optimistic concurrency). A flush is one transaction (one ``COPY``), so
+an event is durable exactly when its flush commits.
+
+psycopg is an optional dependency (``pip install 'tapelog[postgres]'``): it is
+imported when a store is constructed, not when ``tapelog.store`` is.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import os
+import re
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from tapelog._errors import (
+    CorruptLogError,
+    SessionExistsError,
+    SessionLockedError,
+    SessionNotFoundError,
+    StoreError,
+)
+from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo, decode
+from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
+from tapelog.store._format import header_line, info_from_header
+from tapelog.store._ids import validate_session_id
+from tapelog.store._jsonl import read_session_bytes
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg.sql import Composed
+
+__all__ = ["PostgresStore", "PostgresWriter"]
+
+_SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_APP_NAME: Final = re.compile(r"tapelog pid (\d+) on (.*)")
+
+_DDL: Final = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.sessions (
+    id text PRIMARY KEY,
+    format_version integer NOT NULL,
+    created bigint NOT NULL,
+    cwd text,
+    parent text,
+    seed_length integer,
+    header bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.events (
+    session_id text NOT NULL REFERENCES {s}.sessions (id),
+    seq integer NOT NULL CHECK (seq >= 0),
+    line bytea NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+"""
+
+# Each summary reads the header, the byte count and the last line (the primary
+# key index finds it) but no other event.
+_LIST: Final = """
+SELECT s.id, s.header, octet_length(s.header) + 1 + coalesce(e.size, 0), last.line
+FROM {s}.sessions s
+LEFT JOIN LATERAL (
+    SELECT sum(octet_length(line) + 1) AS size FROM {s}.events WHERE session_id = s.id
+) e ON true
+LEFT JOIN LATERAL (
+    SELECT line FROM {s}.events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1
+) last ON true
+"""
+
+_INSERT_SESSION: Final = """
+INSERT INTO {s}.sessions (id, format_version, created, cwd, parent, seed_length, header)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+"""
+
+_HOLDER: Final = """
+SELECT a.application_name, l.pid
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.classid::bigint = %s AND l.objid::bigint = %s
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+
+class PostgresWriter(SessionWriter):
+    """Appends a session's events as rows; its connection holds the write lock."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        store: PostgresStore,
+        conn: Connection[Any],
+        warnings: tuple[str, ...] = (),
+    ) -> None:
+        self._store = store
+        self._conn = conn
+        self._next_seq = len(session)
+        super().__init__(session, warnings=warnings)
+
+    def _write(self, lines: builtins.list[bytes]) -> None:
+        action = f"write {len(lines)} events of session {self.session_id}"
+        keep = f"the {len(lines)} unwritten events are still buffered"
+        with self._store._errors(action + " to", advice=f"{keep}, fix the cause and flush again"):
+            self._store._insert_events(self._conn, self.session_id, self._next_seq, lines)
+        self._next_seq += len(lines)
+
+    def _release(self) -> None:
+        self._store._hang_up(self._conn)
+
+
+class PostgresStore(SessionStore):
+    """Sessions as rows in a PostgreSQL database (see the module docstring).
+
+    ``conninfo`` is a libpq connection string (``"host=db dbname=tapelog"`` or
+    ``"postgresql://user@db/tapelog"``; a password is better kept in
+    ``PGPASSWORD`` or ``~/.pgpass`` than in the string). ``schema`` names the
+    PostgreSQL schema holding the two tables, so one database can hold several
+    independent stores. Each call opens its own short connection; each writer
+    keeps one for its lifetime.
+    """
+
+    def __init__(self, conninfo: str, *, schema: str = "tapelog") -> None:
+        try:
+            from psycopg.conninfo import conninfo_to_dict, make_conninfo
+        except ImportError as exc:
+            raise StoreError(
+                "the PostgreSQL store needs psycopg 3; install it with "
+                "`pip install 'tapelog[postgres]'`"
+            ) from exc
+        if _SCHEMA_NAME.fullmatch(schema) is None:
+            raise StoreError(
+                f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 characters from "
+                "A-Z, a-z, 0-9 and '_', not starting with a digit"
+            )
+        import psycopg
+
+        try:
+            params = conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"invalid PostgreSQL connection string: {_first_line(exc)}; use "
+                "'host=HOST dbname=NAME user=USER' or 'postgresql://USER@HOST/NAME'"
+            ) from exc
+        params.pop("password", None)
+        self.conninfo = conninfo
+        self.schema = schema
+        self._shown = make_conninfo("", **params)  # never shows a password
+        server = repr(self._shown) if self._shown else "the default server"
+        self._where = f"at {server} (PostgreSQL schema {schema})"
+        self._schema_ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._shown!r}, schema={self.schema!r})"
+
+    # --- connections and errors ----------------------------------------------
+
+    def _connect(self, *, writer: bool = False) -> Connection[Any]:
+        import psycopg
+
+        options: dict[str, Any] = {}
+        if writer:  # lets a refused writer learn which process holds the lock
+            options["application_name"] = f"tapelog pid {os.getpid()} on {socket.gethostname()}"
+        with self._errors("connect to", advice="check the connection string and the server"):
+            return psycopg.connect(self.conninfo, autocommit=True, **options)
+
+    @contextlib.contextmanager
+    def _errors(self, action: str, *, advice: str) -> Iterator[None]:
+        """Turn database errors into whole-sentence :class:`StoreError`s."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.errors.UniqueViolation as exc:
+            raise SessionLockedError(
+                f"could not {action} the store {self._where}: a row with the same key is already "
+                "stored, so another writer appended to the session (this writer's lock was "
+                "lost, e.g. its connection dropped); open the session again to continue from "
+                "what is stored"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"could not {action} the store {self._where}: {_first_line(exc)}; {advice}"
+            ) from exc
+
+    def _hang_up(self, conn: Connection[Any]) -> None:
+        """Release this connection's write locks now (not when the server notices), close."""
+        import psycopg
+
+        try:
+            # Closing the connection releases the locks too, but only once the
+            # server notices; a failed unlock is left to that.
+            with contextlib.suppress(psycopg.Error):
+                if not conn.broken:
+                    conn.execute("SELECT pg_advisory_unlock_all()")
+        finally:
+            conn.close()
+
+    def _sql(self, template: str) -> Composed:
+        from psycopg import sql
+
+        return sql.SQL(template).format(s=sql.Identifier(self.schema))
+
+    # --- locking -------------------------------------------------------------
+
+    def _lock_key(self, session_id: str) -> int:
+        digest = hashlib.blake2b(f"{self.schema}\0{session_id}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    def _lock(self, conn: Connection[Any], session_id: str) -> None:
+        key = self._lock_key(session_id)
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        if row is not None and row[0] is True:
+            return
+        unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+        holder = conn.execute(_HOLDER, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
+        raise SessionLockedError(_locked_message(session_id, holder))
+
+    # --- writing -------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        """Create the schema and tables now if they are missing (idempotent).
+
+        ``create`` does this on first use; call it from a deploy step run by a
+        role that may create tables, so the role the agents use needs only
+        ``SELECT`` and ``INSERT`` on them.
+        """
+        self._schema_ready = False
+        with self._connect() as conn:
+            self._ensure_schema(conn)
+
+    def _ensure_schema(self, conn: Connection[Any]) -> None:
+        if self._schema_ready:
+            return
+        advice = "check the role may create a schema"
+        with self._errors("create the tables of", advice=advice), conn.transaction():
+            # Serialise concurrent first uses: CREATE ... IF NOT EXISTS can race.
+            schema_key = self._lock_key("")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (schema_key,))
+            conn.execute(self._sql(_DDL))
+        self._schema_ready = True
+
+    def _insert_events(
+        self, conn: Connection[Any], session_id: str, first_seq: int, lines: builtins.list[bytes]
+    ) -> None:
+        """One transaction, one COPY: committed means durable, failed means nothing."""
+        with conn.transaction(), conn.cursor() as cur:
+            copy_sql = self._sql("COPY {s}.events (session_id, seq, line) FROM STDIN")
+            with cur.copy(copy_sql) as copy:
+                for seq, line in enumerate(lines, start=first_seq):
+                    copy.write_row((session_id, seq, line))
+
+    def create(self, session: Session) -> PostgresWriter:
+        import psycopg
+
+        info = session.info
+        validate_session_id(info.id)
+        conn = self._connect(writer=True)
+        try:
+            self._ensure_schema(conn)
+            if self._exists(conn, info.id):
+                raise self._exists_error(info.id)
+            self._lock(conn, info.id)
+            lines = [event.encode() for event in session.events]
+            with self._errors(f"store session {info.id} in", advice="nothing was stored"):
+                try:
+                    with conn.transaction():
+                        conn.execute(self._sql(_INSERT_SESSION), _session_row(info))
+                        if lines:
+                            self._insert_events(conn, info.id, 0, lines)
+                except psycopg.errors.UniqueViolation as exc:  # created meanwhile
+                    raise self._exists_error(info.id) from exc
+        except BaseException:
+            self._hang_up(conn)
+            raise
+        return PostgresWriter(session, store=self, conn=conn)
+
+    def open(self, session_id: str) -> tuple[Session, PostgresWriter]:
+        validate_session_id(session_id)
+        conn = self._connect(writer=True)
+        try:
+            if not self._exists(conn, session_id):
+                raise self._not_found(session_id)
+            self._lock(conn, session_id)
+            loaded = self._read(conn, session_id)
+        except BaseException:
+            self._hang_up(conn)
+            raise
+        writer = PostgresWriter(loaded.session, store=self, conn=conn, warnings=loaded.warnings)
+        return loaded.session, writer
+
+    def _exists_error(self, session_id: str) -> SessionExistsError:
+        return SessionExistsError(
+            f"session {session_id} already exists in the store {self._where}; "
+            "open it to append, or choose another id"
+        )
+
+    def _not_found(self, session_id: str) -> SessionNotFoundError:
+        return SessionNotFoundError(
+            f"no session {session_id} in the store {self._where}; "
+            "`PostgresStore.list()` lists the stored sessions"
+        )
+
+    # --- reading -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _reading(self, action: str) -> Iterator[Connection[Any] | None]:
+        """A connection for a read, or ``None`` when no session was ever stored."""
+        import psycopg
+
+        with self._connect() as conn, self._errors(action, advice="check the server"):
+            try:
+                conn.execute(self._sql("SELECT 1 FROM {s}.sessions LIMIT 0"))
+                created = True
+            except psycopg.errors.UndefinedTable:
+                created = False  # nothing is created until the first session is
+            yield conn if created else None
+
+    def _exists(self, conn: Connection[Any], session_id: str) -> bool:
+        import psycopg
+
+        query = self._sql("SELECT 1 FROM {s}.sessions WHERE id = %s")
+        try:
+            return conn.execute(query, (session_id,)).fetchone() is not None
+        except psycopg.errors.UndefinedTable:
+            return False
+
+    def exists(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        with self._reading(f"look up session {session_id} in") as conn:
+            return conn is not None and self._exists(conn, session_id)
+
+    def load(self, session_id: str) -> LoadedSession:
+        validate_session_id(session_id)
+        with self._reading(f"read session {session_id} from") as conn:
+            if conn is None:
+                raise self._not_found(session_id)
+            return self._read(conn, session_id)
+
+    def _read(self, conn: Connection[Any], session_id: str) -> LoadedSession:
+        """Fetch the header and every event in one snapshot, then scan and replay."""
+        source = f"session {session_id} in the store {self._where}"
+        # The header row and the seed events were committed together and events
+        # are only ever appended, so two statements see one consistent prefix.
+        with self._errors(f"read session {session_id} from", advice="check the server"):
+            header = conn.execute(
+                self._sql("SELECT header FROM {s}.sessions WHERE id = %s"),
+                (session_id,),
+                binary=True,
+            ).fetchone()
+            if header is None:
+                raise self._not_found(session_id)
+            rows = conn.execute(
+                self._sql("SELECT seq, line FROM {s}.events WHERE session_id = %s ORDER BY seq"),
+                (session_id,),
+                binary=True,
+            ).fetchall()
+        parts = [bytes(header[0])]
+        for index, (seq, line) in enumerate(rows):
+            where = f"{source}: line {index + 2}"
+            if seq != index:
+                raise CorruptLogError(
+                    f"{where}: the events table has seq {seq} where seq {index} belongs "
+                    "(rows are missing)",
+                    line=index + 2,
+                )
+            if b"\n" in line:
+                raise CorruptLogError(
+                    f"{where} (seq {seq}): the stored event contains a newline byte, which "
+                    "canonical event bytes never do",
+                    line=index + 2,
+                )
+            parts.append(bytes(line))
+        loaded, _ = read_session_bytes(b"\n".join(parts) + b"\n", source=source)
+        if loaded.session.id != session_id:
+            raise CorruptLogError(
+                f"{source}: line 1: the header names session {loaded.session.id!r}; "
+                "a session's header must name its own id",
+                line=1,
+            )
+        return loaded
+
+    def list(self) -> builtins.list[SessionSummary]:
+        with self._reading("list the sessions in") as conn:
+            if conn is None:
+                return []
+            rows = conn.execute(self._sql(_LIST), binary=True).fetchall()
+        summaries = [_summarise(*row) for row in rows]
+        summaries.sort(key=lambda s: (s.created or 0, s.id), reverse=True)
+        return summaries
+
+
+def _session_row(info: SessionInfo) -> tuple[object, ...]:
+    return (
+        info.id,
+        SESSION_FORMAT_VERSION,
+        info.created,
+        info.cwd,
+        info.parent,
+        info.seed_length,
+        header_line(info),
+    )
+
+
+def _summarise(session_id: str, header: bytes, size: int, last: bytes | None) -> SessionSummary:
+    """A summary from the header and the last event only (as the JSONL store does)."""
+    try:
+        info = info_from_header(decode(bytes(header), path="header"))
+        events, last_time = 0, None
+        if last is not None:
+            obj = decode(bytes(last), path="last event")
+            seq, time = obj.get("seq"), obj.get("time")
+            if type(seq) is not int or type(time) is not int:
+                raise CorruptLogError("the last event has no integer seq and time")
+            events, last_time = seq + 1, time
+    except Exception as exc:  # one damaged session must not hide the others
+        return SessionSummary(
+            id=session_id,
+            created=None,
+            parent=None,
+            events=None,
+            last_time=None,
+            size=size,
+            error=f"{exc}; load the session for details",
+        )
+    return SessionSummary(
+        id=session_id,
+        created=info.created,
+        parent=info.parent,
+        events=events,
+        last_time=last_time,
+        size=size,
+    )
+
+
+def _locked_message(session_id: str, holder: tuple[Any, ...] | None) -> str:
+    prefix = f"session {session_id} is open for writing by"
+    wait = "wait for it to finish or stop it, then try again"
+    app, backend = holder if holder is not None else (None, None)
+    match = _APP_NAME.fullmatch(app or "")
+    if match is None:
+        who = "another connection" if backend is None else f"another connection (backend {backend})"
+        return f"{prefix} {who} to the database; {wait}"
+    pid, host = int(match.group(1)), match.group(2)
+    if pid == os.getpid() and host == socket.gethostname()[: len(host)]:
+        return (
+            f"{prefix} another writer in this process (pid {pid}); "
+            "close that writer before opening the session again"
+        )
+    return f"{prefix} another process (pid {pid} on {host}); {wait}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
