@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tapelog.audit._diff import HeaderDiff, header_diff, replacement_kind
+from tapelog.audit._diff import HeaderDiff, header_diff, replacement_kind, tool_marks
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.audit._walk import LoopRequest, RequestRef, ref_fields, walk_requests
 from tapelog.emulator import (
@@ -75,11 +75,9 @@ def _header_label(detail: Mapping[str, Any]) -> str:
     if lines:
         parts.append(f"system {lines} line{'s' if lines != 1 else ''}")
     tools = detail.get("tools") or {}
-    names = [f"+{n}" for n in tools.get("added", ())]
-    names += [f"-{n}" for n in tools.get("removed", ())]
-    names += [f"~{n}" for n in tools.get("changed", ())]
-    if names:
-        parts.append("tools " + " ".join(names))
+    marks = tool_marks(tools.get("added", ()), tools.get("removed", ()), tools.get("changed", ()))
+    if marks:
+        parts.append("tools " + marks)
     elif tools.get("reordered"):
         parts.append("tools reordered")
     if detail.get("prefix") is not None:

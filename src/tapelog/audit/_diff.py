@@ -12,7 +12,7 @@ the same walk the cache report uses (:mod:`tapelog.audit._walk`).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "header_diff",
     "replacement_kind",
     "request_diff",
+    "tool_marks",
 ]
 
 
@@ -86,6 +87,12 @@ class HeaderDiff:
             if self.prefix is None
             else {"old": self.prefix[0], "new": self.prefix[1]},
         }
+
+
+def tool_marks(added: Iterable[str], removed: Iterable[str], changed: Iterable[str]) -> str:
+    """Tool changes as people read them everywhere: ``+added -removed ~changed``."""
+    marks = [f"+{n}" for n in added] + [f"-{n}" for n in removed] + [f"~{n}" for n in changed]
+    return " ".join(marks)
 
 
 def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from tapelog.audit._diff import tool_marks
 from tapelog.audit._rebuild import RebuiltRequest
 from tapelog.llm import usage_prompt_tokens
 from tapelog.log import Event, encode_str
@@ -65,10 +66,9 @@ def header_change(event: Event) -> str:
     fields: list[str] = []
     for key, value in event.data.items():
         if key == "tools":
-            names = [f"+{t['name']}" for t in value.get("add", ())]
-            names += [f"-{n}" for n in value.get("remove", ())]
-            names += [f"~{t['name']}" for t in value.get("change", ())]
-            fields.append("tools " + " ".join(names))
+            added = [t["name"] for t in value.get("add", ())]
+            changed = [t["name"] for t in value.get("change", ())]
+            fields.append("tools " + tool_marks(added, value.get("remove", ()), changed))
         else:
             fields.append(f"{key} changed")
     return ", ".join(fields)
