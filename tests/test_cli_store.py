@@ -113,7 +113,7 @@ def test_verify_lists_every_problem_with_line_and_seq(root: Path) -> None:
     lines[2] = encode({"seq": 1, "time": 5, "type": "turn/start", "data": {}})  # payload
     lines[5] = lines[5][:30]  # not JSON
     lines[8] = lines[8].replace(b'"assistant/message"', b'"assistant/thought"')
-    lines[9] = lines[9].replace(b'{"seq":8,', b'{"seq":8, ')  # not canonical
+    lines[9] = lines[9].replace(b'"time"', b'"\\u0074ime"')  # valid JSON, not canonical
     path.write_bytes(b"\n".join(lines))
     result = run("verify", "bad", "--store", str(root))
     assert result.exit_code == 1, result.output
@@ -126,6 +126,19 @@ def test_verify_lists_every_problem_with_line_and_seq(root: Path) -> None:
         "tapelog's encoder, or it was edited)",
         "bad: invalid (4 problems)",
     ]
+
+
+def test_verify_accepts_a_log_written_with_other_whitespace_with_a_warning(root: Path) -> None:
+    path = save(root, chat("spaced"))
+    lines = path.read_bytes().split(b"\n")
+    # what json.dumps writes by default: ", " and ": " between tokens
+    spaced = [line.replace(b'","', b'", "').replace(b'":', b'": ') for line in lines[:4]]
+    path.write_bytes(b"\n".join(spaced + lines[4:]))
+    result = run("verify", "spaced", "--store", str(root))
+    assert result.exit_code == 0, result.output
+    assert "4 lines (first: line 1) differ from tapelog's canonical bytes only by whitespace" in (
+        result.output
+    )
 
 
 def test_verify_other_format_version_is_invalid(tmp_path: Path) -> None:

@@ -137,6 +137,9 @@ class JsonlScan:
     warnings: list[str] = field(default_factory=list)
     lines: int = 0
     good_size: int = 0
+    spaced: list[int] = field(default_factory=list)
+    """Lines (1-based) that differ from canonical form only by whitespace
+    between JSON tokens (e.g. written with ``json.dumps``'s default separators)."""
 
 
 def _torn_warning(line: int, size: int, events: int) -> str:
@@ -176,7 +179,9 @@ def scan_jsonl(
         header = decode(lines[0], path="header")
         scan.info = info_from_header(header)
         if check_canonical and header_line(scan.info) != lines[0]:
-            raise CorruptLogError("the header line is not in canonical form", line=1)
+            if _without_spaces(lines[0]) != header_line(scan.info):
+                raise CorruptLogError("the header line is not in canonical form", line=1)
+            scan.spaced.append(1)
     except JsonValueError as exc:
         if problem(1, None, CorruptLogError(str(exc), line=1)):
             return scan
@@ -188,6 +193,8 @@ def scan_jsonl(
         number = index + 2
         try:
             event = _parse_line(raw, number, check_canonical)
+            if check_canonical and event.encode() != raw:
+                scan.spaced.append(number)
         except CorruptLogError as exc:
             prefix_ok = False
             if problem(number, number - 2, exc):  # line n holds seq n - 2
@@ -208,13 +215,39 @@ def _parse_line(raw: bytes, number: int, check_canonical: bool) -> Event:
         text = str(exc)
         message = text if text.startswith(f"{where}:") else f"{where}: {text}"
         raise CorruptLogError(message, line=number) from exc
-    if check_canonical and event.encode() != raw:
+    if check_canonical and event.encode() != raw and event.encode() != _without_spaces(raw):
         raise CorruptLogError(
             f"{where}: the line is not in canonical form (it was not written by tapelog's "
             "encoder, or it was edited)",
             line=number,
         )
     return event
+
+
+def _without_spaces(raw: bytes) -> bytes:
+    """``raw`` with the whitespace between JSON tokens removed (strings untouched)."""
+    out = bytearray()
+    i, n = 0, len(raw)
+    while i < n:
+        q = raw.find(b'"', i)
+        end = n if q < 0 else q
+        out += raw[i:end].translate(None, b" \t\r")
+        if q < 0:
+            break
+        j = q + 1
+        while True:  # find the closing quote, skipping escaped ones
+            j = raw.find(b'"', j)
+            if j < 0:
+                return bytes(out) + raw[q:]
+            backslashes = 0
+            while raw[j - 1 - backslashes] == 0x5C:
+                backslashes += 1
+            if backslashes % 2 == 0:
+                break
+            j += 1
+        out += raw[q : j + 1]
+        i = j + 1
+    return bytes(out)
 
 
 def replay_events(info: SessionInfo, events: Sequence[Event]) -> Session:

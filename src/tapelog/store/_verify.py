@@ -72,6 +72,13 @@ def verify_jsonl(data: bytes, *, expected_id: str | None = None) -> VerifyReport
     """Verify a session file's bytes; ``expected_id`` is the id its name implies."""
     scan = scan_jsonl(data, check_canonical=True)
     problems = list(scan.problems)
+    if scan.spaced:
+        count = len(scan.spaced)
+        scan.warnings.append(
+            f"{count} line{'s' if count != 1 else ''} (first: line {scan.spaced[0]}) "
+            "differ from tapelog's canonical bytes only by whitespace between JSON tokens "
+            "(written by another encoder); the events are intact"
+        )
     info = scan.info
     if info is not None and expected_id is not None and info.id != expected_id:
         problems.append(
