@@ -111,3 +111,37 @@ def test_repair_is_deterministic_apart_from_time() -> None:
     repair_interrupted(two)
     assert [e.encode() for e in one.events] == [e.encode() for e in two.events]
     assert one.derive_messages() == two.derive_messages()
+
+
+def test_a_compaction_cut_short_is_closed_first_and_says_whether_it_applied() -> None:
+    session = Session()
+    session.append("turn/start", {"turn": 1})
+    first = session.append(
+        "user/message",
+        {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}},
+        surface_op="append",
+    )
+    session.append("compact/start", {"id": "c1", "trigger": "auto", "turn": 1})
+    appended = repair_interrupted(session)
+    assert [e.type for e in appended] == ["compact/end", "turn/end"]
+    assert appended[0].data["ok"] is False
+    assert appended[0].data["error"]["type"] == "Interrupted"
+
+    applied = Session()
+    applied.append("compact/start", {"id": "c2", "trigger": "manual", "turn": None})
+    node = applied.append(
+        "user/message",
+        {"content": [{"type": "text", "text": "old"}], "source": {"kind": "user"}},
+        surface_op="append",
+    )
+    applied.append(
+        "user/message",
+        {
+            "content": [{"type": "text", "text": "sum"}],
+            "source": {"kind": "compaction", "id": "c2"},
+        },
+        surface_op={"op": "replace", "start": node.seq, "end": node.seq},
+    )
+    closed = repair_interrupted(applied)
+    assert [(e.type, e.data["ok"]) for e in closed] == [("compact/end", True)]
+    assert first.seq == 1

@@ -1,8 +1,9 @@
 """Shared set-up for the commands that run an agent: store, session, provider.
 
 Provider choice: ``--provider``, else ``$TAPELOG_PROVIDER``, else (when
-resuming) the provider the session last used, else the offline emulator, which
-the command says out loud. The emulator runs in-process; its cache state lives
+resuming) the provider the session last used, else ``compatible`` when a
+``--base-url`` is given, else the offline emulator, which the command says out
+loud. The emulator runs in-process; its cache state lives
 as long as the process.
 """
 
@@ -69,6 +70,8 @@ def resolve_provider(
     """Pick provider, model and client (see the module docstring for the order)."""
     folded = session.header.config if session.header is not None else None
     name = provider or os.environ.get("TAPELOG_PROVIDER") or (folded.provider if folded else None)
+    if name is None and base_url is not None:
+        name = "compatible"  # a URL and no provider: any OpenAI-compatible server
     if name is None:
         name = "emulator"
         if not quiet:

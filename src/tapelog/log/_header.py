@@ -322,6 +322,9 @@ def _apply_tools(old: Sequence[Mapping[str, Any]], delta: Any) -> list[Any]:
     unknown = [k for k in delta if k not in ("add", "remove", "change")]
     if unknown:
         raise HeaderError(f"delta.tools has an unknown field {unknown[0]!r}")
+    for key in ("add", "remove", "change"):
+        if key in delta and not isinstance(delta[key], list):
+            raise HeaderError(f"delta.tools.{key} must be a list")
     tools = list(old)
     names = [t["name"] for t in tools]
     for name in delta.get("remove", ()):

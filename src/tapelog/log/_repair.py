@@ -9,6 +9,10 @@ the events that close the turn, and their content depends only on the log.
   result (the outcome is unknown: the tool may or may not have run);
 * then ``step/end`` for the open step;
 * then ``turn/end`` with reason ``{"kind": "interrupted"}``.
+
+A compaction the crash cut short is closed first with ``compact/end``: ``ok``
+when its replacing message was already logged (the history did change), else
+``ok: false`` with an ``interrupted`` error (nothing changed).
 """
 
 from __future__ import annotations
@@ -25,14 +29,38 @@ INTERRUPTED_TOOL_RESULT: Final = (
 )
 
 
+def _close_compaction(session: Session) -> list[Event]:
+    """``compact/end`` for a ``compact/start`` that has none (at most one can be open)."""
+    events = session.events
+    for event in reversed(events):
+        if event.type == "compact/end":
+            return []
+        if event.type == "compact/start":
+            cid = event.data.get("id")
+            applied = any(
+                e.type == "user/message" and e.data["source"].get("id") == cid
+                for e in events[event.seq + 1 :]
+            )
+            data: dict[str, object] = {"id": cid, "ok": applied}
+            if not applied:
+                data["error"] = {
+                    "type": "Interrupted",
+                    "message": "the process stopped during compaction; nothing was changed",
+                }
+            return [session.append("compact/end", data)]
+    return []
+
+
 def repair_interrupted(session: Session) -> list[Event]:
-    """Append the events that close an interrupted turn; return them ([] if none was open)."""
+    """Append the events that close an interrupted turn (and compaction); return
+    them ([] if nothing was open)."""
     events = session.events
     if not events:
         return []
+    closed = _close_compaction(session)
     turn = open_turn_at(events, len(events) - 1)
     if turn is None:
-        return []
+        return closed
     turn_start = max(i for i, e in enumerate(events) if e.type == "turn/start")
     open_step: Event | None = None
     unanswered: dict[str, Event] = {}  # call_id -> tool/call, in call order
@@ -45,7 +73,7 @@ def repair_interrupted(session: Session) -> list[Event]:
             unanswered[event.data["call_id"]] = event
         elif event.type == "tool/result":
             unanswered.pop(event.data["call_id"], None)
-    appended: list[Event] = []
+    appended: list[Event] = closed
     if open_step is not None:
         for call in unanswered.values():
             appended.append(
