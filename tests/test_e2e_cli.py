@@ -115,3 +115,22 @@ def test_fork_then_requests_json(tmp_path: Path) -> None:
     assert resumed.returncode == 0, resumed.stderr
     rows = decode(_tapelog("requests", "child", "--json", env=env).stdout)
     assert len(rows) == 2
+
+
+def test_a_base_url_without_a_provider_means_an_openai_compatible_server(
+    tmp_path: Path, loopback_emulator: tuple[Emulator, int]
+) -> None:
+    emulator, port = loopback_emulator
+    env = {**os.environ, "TAPELOG_STORE": str(tmp_path)}
+    env.pop("TAPELOG_PROVIDER", None)
+    base = ["--tools", "none", "--session", "compat", "--base-url", f"http://127.0.0.1:{port}/v1"]
+    missing = _tapelog("run", "hi", *base, env=env)
+    assert missing.returncode == 2
+    assert "provider 'compatible' has no default model; pass --model" in missing.stderr
+    assert not (tmp_path / "compat.jsonl").exists(), "a usage error stores nothing"
+    result = _tapelog("run", "hi", *base, "--model", "local-llama", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "offline emulator" not in result.stderr
+    assert len(emulator.received) == 1
+    log = (tmp_path / "compat.jsonl").read_bytes()
+    assert b'"provider":"compatible","model":"local-llama"' in log

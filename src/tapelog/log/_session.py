@@ -199,7 +199,12 @@ class Session:
         surface_op: str | Mapping[str, Any] | None = None,
         source_seqs: Sequence[int] | None = None,
     ) -> Event:
-        """Validate and commit one event; return the logged (frozen) event."""
+        """Validate and commit one event; return the logged (frozen) event.
+
+        Nothing is committed when validation fails. Listeners run after the
+        commit; if one raises, every listener still runs and the first error
+        is re-raised -- the event is in the log all the same (``seq`` says so).
+        """
         if self._publishing:
             raise ReentrantAppendError(
                 f"cannot append {type!r} while another event is being published to listeners; "
