@@ -64,6 +64,24 @@ def _as_server_user() -> dict[str, Any]:
     return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
 
 
+_PREFIX = "tapelog-pg-"
+
+
+def _stop_if_orphaned(bindir: Path, base: Path, run_as: dict[str, Any]) -> None:
+    """Stop and remove a throwaway server whose test run was killed before its teardown."""
+    try:
+        owner = int((base / "owner.pid").read_text())
+        os.kill(owner, 0)
+        return  # its test run is still going
+    except ProcessLookupError:
+        pass
+    except (OSError, ValueError):
+        return  # not ours to judge
+    pg_ctl = [str(bindir / "pg_ctl"), "-D", str(base / "data"), "-m", "immediate", "stop"]
+    subprocess.run(pg_ctl, cwd="/tmp", capture_output=True, timeout=60, check=False, **run_as)
+    shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def pg_conninfo() -> Iterator[str]:
     """A conninfo string of a live server: ``$TAPELOG_TEST_PG`` or a throwaway one."""
@@ -81,7 +99,10 @@ def pg_conninfo() -> Iterator[str]:
             f"the PostgreSQL store tests need a server and TAPELOG_TEST_PG is unset; {_HOW}"
         )
     run_as = _as_server_user()
-    base = Path(tempfile.mkdtemp(prefix="tapelog-pg-", dir="/tmp"))  # short: a socket lives here
+    for old in glob.glob(f"/tmp/{_PREFIX}*"):
+        _stop_if_orphaned(bindir, Path(old), run_as)
+    base = Path(tempfile.mkdtemp(prefix=_PREFIX, dir="/tmp"))  # short: a socket lives here
+    (base / "owner.pid").write_text(f"{os.getpid()}\n")
     if run_as:
         os.chown(base, run_as["user"], run_as["group"])
 
