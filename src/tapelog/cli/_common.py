@@ -46,18 +46,27 @@ def store_option(func: F) -> F:
 
 
 class DebugGroup(click.Group):
-    """A group that turns tapelog errors into one line and exit code 2."""
+    """A group that turns errors into one line and exit code 2 (``--debug``: traceback)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except TapelogError as exc:
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
             if (ctx.obj or {}).get("debug"):
                 raise
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {_one_line(exc)}", err=True)
             ctx.exit(2)
-        except OSError as exc:
-            if (ctx.obj or {}).get("debug"):
-                raise
-            click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
-            ctx.exit(2)
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, TapelogError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+    # Anything else is a bug in tapelog, not in the input: say so, briefly.
+    return (
+        f"unexpected {type(exc).__name__}: {exc} "
+        "(a bug in tapelog; run again with --debug for the traceback)"
+    )
