@@ -229,6 +229,43 @@ def test_reading_creates_nothing(store: PostgresStore) -> None:
     assert store.list() == []
 
 
+def test_after_create_schema_the_agents_role_needs_only_select_and_insert(
+    store: PostgresStore,
+) -> None:
+    role = f"{store.schema}_app"  # a role may not create tables (nor the schema)
+    store.create_schema()
+    with psycopg.connect(store.conninfo, autocommit=True) as conn:
+        schema, app = sql.Identifier(store.schema), sql.Identifier(role)
+        conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(app))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, app))
+        conn.execute(
+            sql.SQL("GRANT SELECT, INSERT ON {}.sessions, {}.events TO {}").format(
+                schema, schema, app
+            )
+        )
+    try:
+        limited = PostgresStore(f"{store.conninfo} options='-c role={role}'", schema=store.schema)
+        session = Session("least")
+        with limited.create(session):
+            one_turn(session)
+        resumed, writer = limited.open("least")
+        writer.close()
+        assert lines_of(limited.load("least").session) == lines_of(session) == lines_of(resumed)
+        assert [s.id for s in limited.list()] == ["least"]
+        bare = PostgresStore(limited.conninfo, schema=store.schema + "_other")
+        with pytest.raises(StoreError) as info:
+            bare.create(Session("nowhere"))
+        assert "could not create the tables of the store at " in str(info.value)
+        assert "permission denied for database" in str(info.value)
+        assert str(info.value).endswith(
+            "; check the role may create a schema, or run create_schema() as one that may"
+        )
+    finally:
+        drop_schema(store.conninfo, store.schema)
+        with psycopg.connect(store.conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
 def test_a_row_another_writer_stored_refuses_the_flush_and_keeps_the_events(
     store: PostgresStore,
 ) -> None:

@@ -255,12 +255,18 @@ class PostgresStore(SessionStore):
     def _ensure_schema(self, conn: Connection[Any]) -> None:
         if self._schema_ready:
             return
-        advice = "check the role may create a schema"
-        with self._errors("create the tables of", advice=advice), conn.transaction():
-            # Serialise concurrent first uses: CREATE ... IF NOT EXISTS can race.
-            schema_key = self._lock_key("")
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (schema_key,))
-            conn.execute(self._sql(_DDL))
+        advice = "check the role may create a schema, or run create_schema() as one that may"
+        with self._errors("create the tables of", advice=advice):
+            # Checked first: CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege
+            # even when the schema exists, which the agents' role need not have.
+            names = (f'"{self.schema}".sessions', f'"{self.schema}".events')
+            query = "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL"
+            row = conn.execute(query, names).fetchone()
+            if row is None or row[0] is not True:
+                with conn.transaction():
+                    # Serialise concurrent first uses: CREATE ... IF NOT EXISTS can race.
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(""),))
+                    conn.execute(self._sql(_DDL))
         self._schema_ready = True
 
     def _insert_events(
@@ -273,42 +279,48 @@ class PostgresStore(SessionStore):
                 for seq, line in enumerate(lines, start=first_seq):
                     copy.write_row((session_id, seq, line))
 
+    @contextlib.contextmanager
+    def _writer_connection(self, action: str, *, advice: str) -> Iterator[Connection[Any]]:
+        """A connection for a new writer, hung up (and unlocked) if taking the session fails."""
+        conn = self._connect(writer=True)
+        try:
+            with self._errors(action, advice=advice):
+                yield conn
+        except BaseException:
+            self._hang_up(conn)
+            raise
+
     def create(self, session: Session) -> PostgresWriter:
         import psycopg
 
         info = session.info
         validate_session_id(info.id)
-        conn = self._connect(writer=True)
-        try:
+        with self._writer_connection(
+            f"store session {info.id} in", advice="nothing was stored"
+        ) as conn:
             self._ensure_schema(conn)
             if self._exists(conn, info.id):
                 raise self._exists_error(info.id)
             self._lock(conn, info.id)
             lines = [event.encode() for event in session.events]
-            with self._errors(f"store session {info.id} in", advice="nothing was stored"):
-                try:
-                    with conn.transaction():
-                        conn.execute(self._sql(_INSERT_SESSION), _session_row(info))
-                        if lines:
-                            self._insert_events(conn, info.id, 0, lines)
-                except psycopg.errors.UniqueViolation as exc:  # created meanwhile
-                    raise self._exists_error(info.id) from exc
-        except BaseException:
-            self._hang_up(conn)
-            raise
+            try:
+                with conn.transaction():
+                    conn.execute(self._sql(_INSERT_SESSION), _session_row(info))
+                    if lines:
+                        self._insert_events(conn, info.id, 0, lines)
+            except psycopg.errors.UniqueViolation as exc:  # created meanwhile
+                raise self._exists_error(info.id) from exc
         return PostgresWriter(session, store=self, conn=conn)
 
     def open(self, session_id: str) -> tuple[Session, PostgresWriter]:
         validate_session_id(session_id)
-        conn = self._connect(writer=True)
-        try:
+        with self._writer_connection(
+            f"open session {session_id} in", advice="check the server"
+        ) as conn:
             if not self._exists(conn, session_id):
                 raise self._not_found(session_id)
             self._lock(conn, session_id)
             loaded = self._read(conn, session_id)
-        except BaseException:
-            self._hang_up(conn)
-            raise
         writer = PostgresWriter(loaded.session, store=self, conn=conn, warnings=loaded.warnings)
         return loaded.session, writer
 
