@@ -1,8 +1,9 @@
 """Session stores: where logs live between processes.
 
 ``SessionStore`` is the backend contract (``create``, ``open``, ``load``,
-``exists``, ``list``); ``JsonlStore`` is the embedded default, one JSONL file
-per session. The conformance suite in ``tests/store/conformance.py`` holds
+``session_bytes``, ``exists``, ``list``); ``JsonlStore`` is the embedded
+default, one JSONL file per session, and ``PostgresStore`` keeps sessions in a
+database many machines share. The conformance suite in ``tests/store/conformance.py`` holds
 every backend to the same behaviour.
 """
 

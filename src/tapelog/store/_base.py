@@ -169,6 +169,14 @@ class SessionStore(ABC):
         """Read a session without locking or changing anything."""
 
     @abstractmethod
+    def session_bytes(self, session_id: str) -> bytes:
+        """The stored session as the bytes of its JSONL file, read-only.
+
+        Exactly what :meth:`load` scans and replays, so a verifier (``tapelog
+        verify``) checks the bytes the store would load, whatever the backend.
+        """
+
+    @abstractmethod
     def exists(self, session_id: str) -> bool:
         """Whether a session with this id is stored."""
 

@@ -200,6 +200,9 @@ class JsonlStore(SessionStore):
         loaded, _ = self._read(session_id, path, path.read_bytes())
         return loaded
 
+    def session_bytes(self, session_id: str) -> bytes:
+        return self.locate(session_id).read_bytes()
+
     def _read(self, session_id: str, path: Path, data: bytes) -> tuple[LoadedSession, int]:
         loaded, good_size = read_session_bytes(data, source=f"session {session_id} ({path})")
         if loaded.session.id != session_id:

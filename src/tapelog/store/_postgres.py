@@ -34,6 +34,7 @@ import hashlib
 import os
 import re
 import socket
+import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -58,6 +59,7 @@ __all__ = ["PostgresStore", "PostgresWriter"]
 
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _APP_NAME: Final = re.compile(r"tapelog pid (\d+) on (.*)")
+_PASSWORD_PARAM: Final = re.compile(r"(?:^|[?&\s])password\s*=\s*('[^']*'|[^&\s]*)")
 
 _DDL: Final = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -161,10 +163,13 @@ class PostgresStore(SessionStore):
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
+            # libpq quotes the string in some of its messages (a URI's bad host,
+            # a bad percent-escape), and with it any password it holds.
+            reason = _hide_passwords(_first_line(exc), conninfo)
             raise StoreError(
-                f"invalid PostgreSQL connection string: {_first_line(exc)}; use "
+                f"invalid PostgreSQL connection string: {reason}; use "
                 "'host=HOST dbname=NAME user=USER' or 'postgresql://USER@HOST/NAME'"
-            ) from exc
+            ) from None
         params.pop("password", None)
         self.conninfo = conninfo
         self.schema = schema
@@ -333,7 +338,7 @@ class PostgresStore(SessionStore):
     def _not_found(self, session_id: str) -> SessionNotFoundError:
         return SessionNotFoundError(
             f"no session {session_id} in the store {self._where}; "
-            "`PostgresStore.list()` lists the stored sessions"
+            "`tapelog sessions` (or `store.list()`) lists the stored sessions"
         )
 
     # --- reading -------------------------------------------------------------
@@ -372,8 +377,32 @@ class PostgresStore(SessionStore):
                 raise self._not_found(session_id)
             return self._read(conn, session_id)
 
+    def session_bytes(self, session_id: str) -> bytes:
+        validate_session_id(session_id)
+        with self._reading(f"read session {session_id} from") as conn:
+            if conn is None:
+                raise self._not_found(session_id)
+            return self._rows_as_jsonl(conn, session_id)
+
     def _read(self, conn: Connection[Any], session_id: str) -> LoadedSession:
-        """Fetch the header and every event in one snapshot, then scan and replay."""
+        """Scan and replay the bytes of :meth:`_rows_as_jsonl`, as a JSONL file's."""
+        data = self._rows_as_jsonl(conn, session_id)
+        source = f"session {session_id} in the store {self._where}"
+        loaded, _ = read_session_bytes(data, source=source)
+        if loaded.session.id != session_id:
+            raise CorruptLogError(
+                f"{source}: line 1: the header names session {loaded.session.id!r}; "
+                "a session's header must name its own id",
+                line=1,
+            )
+        return loaded
+
+    def _rows_as_jsonl(self, conn: Connection[Any], session_id: str) -> bytes:
+        """The header and every event, fetched in one snapshot, joined as a JSONL file.
+
+        Rows a file could not hold line for line (a gap in ``seq``, a newline
+        inside a line) are refused here, naming the line they would be on.
+        """
         source = f"session {session_id} in the store {self._where}"
         # The header row and the seed events were committed together and events
         # are only ever appended, so two statements see one consistent prefix.
@@ -406,14 +435,7 @@ class PostgresStore(SessionStore):
                     line=index + 2,
                 )
             parts.append(bytes(line))
-        loaded, _ = read_session_bytes(b"\n".join(parts) + b"\n", source=source)
-        if loaded.session.id != session_id:
-            raise CorruptLogError(
-                f"{source}: line 1: the header names session {loaded.session.id!r}; "
-                "a session's header must name its own id",
-                line=1,
-            )
-        return loaded
+        return b"\n".join(parts) + b"\n"
 
     def list(self) -> builtins.list[SessionSummary]:
         with self._reading("list the sessions in") as conn:
@@ -483,6 +505,24 @@ def _locked_message(session_id: str, holder: tuple[Any, ...] | None) -> str:
             "close that writer before opening the session again"
         )
     return f"{prefix} another process (pid {pid} on {host}); {wait}"
+
+
+def _hide_passwords(text: str, conninfo: str) -> str:
+    """``text`` with every password ``conninfo`` may hold replaced by ``***``.
+
+    Found by hand, since the string may be one libpq could not parse: a URI's
+    ``user:password@`` and any ``password=`` parameter (URI query or
+    keyword form), each as written and percent-decoded.
+    """
+    found: set[str] = set()
+    _, sep, rest = conninfo.partition("://")
+    if sep and "@" in (authority := rest.split("?", 1)[0]):
+        found.add(authority.rsplit("@", 1)[0].partition(":")[2])
+    found.update(m.group(1).strip("'") for m in _PASSWORD_PARAM.finditer(conninfo))
+    found |= {urllib.parse.unquote(p) for p in found}
+    for secret in sorted(found - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def _first_line(exc: BaseException) -> str:
