@@ -16,8 +16,9 @@ from rich.table import Table
 from tapelog.agent import Agent, TurnResult, fs_tools
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cli._common import store_option
-from tapelog.cli._setup import open_session, open_store, resolve_provider
+from tapelog.cli._setup import open_session, resolve_provider
 from tapelog.cli._store_cmds import load_target
+from tapelog.cli._stores import open_store
 from tapelog.llm import usage_prompt_tokens, wire_named
 from tapelog.log import encode
 
@@ -105,7 +106,7 @@ def _system_text(system: str | None, system_file: Path | None) -> str | None:
 
 
 async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
-    store = open_store(opts["store_dir"])
+    store = open_store(opts["store"])
     session, writer, resumed = open_session(store, opts["session_id"])
     try:
         setup = resolve_provider(
@@ -238,10 +239,10 @@ def chat_cmd(**opts: Any) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
 def requests_cmd(
-    target: str, store_dir: Path | None, wire: str | None, out: Path | None, as_json: bool
+    target: str, store: str | None, wire: str | None, out: Path | None, as_json: bool
 ) -> None:
     """Rebuild every loop request of a session from its log alone."""
-    session = load_target(target, store_dir)
+    session = load_target(target, store)
     rebuilt = rebuild_requests(session.events, session_id=session.id)
     rows: list[dict[str, Any]] = []
     if out is not None:
@@ -293,12 +294,11 @@ def requests_cmd(
 @click.option("--at", "at", type=int, required=True, help="Last seq (inclusive) the fork keeps.")
 @click.option("--id", "new_id", default=None, help="Id of the new session (default: generated).")
 @store_option
-def fork_cmd(target: str, at: int, new_id: str | None, store_dir: Path | None) -> None:
+def fork_cmd(target: str, at: int, new_id: str | None, store: str | None) -> None:
     """Fork a session at seq AT into a new stored session."""
-    store = open_store(store_dir)
-    session = load_target(target, store_dir)
+    session = load_target(target, store)
     child = session.fork(at, id=new_id)
-    with store.create(child):
+    with open_store(store).create(child):
         pass
     click.echo(child.id)
 

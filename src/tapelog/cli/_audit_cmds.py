@@ -7,7 +7,6 @@ people, or the stable JSON documented in docs/cli.md with ``--json``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import click
 from rich.console import Console
@@ -67,9 +66,9 @@ def cache_table(report: CacheReport) -> Table:
 @click.argument("target", metavar="SESSION")
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/cli.md).")
-def cache_cmd(target: str, store_dir: Path | None, as_json: bool) -> None:
+def cache_cmd(target: str, store: str | None, as_json: bool) -> None:
     """Audit the prompt cache of SESSION: reported vs expected per request, and why it dropped."""
-    session = load_target(target, store_dir)
+    session = load_target(target, store)
     report = cache_report(session)
     if as_json:
         click.echo(encode(report.to_json()).decode("utf-8"))
@@ -128,9 +127,9 @@ def diff_text(diff: RequestDiff) -> str:
 @click.argument("b", type=int)
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON (docs/cli.md).")
-def diff_cmd(target: str, a: int, b: int, store_dir: Path | None, as_json: bool) -> None:
+def diff_cmd(target: str, a: int, b: int, store: str | None, as_json: bool) -> None:
     """What changed between loop requests A and B of SESSION (1-based, as `tapelog requests`)."""
-    session = load_target(target, store_dir)
+    session = load_target(target, store)
     diff = request_diff(session, a, b)
     if as_json:
         click.echo(encode(diff.to_json()).decode("utf-8"))

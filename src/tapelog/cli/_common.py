@@ -7,41 +7,28 @@ user sees one line ``error: ...``, never a traceback.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from tapelog._errors import TapelogError
 
-__all__ = ["DebugGroup", "default_store_dir", "store_option"]
+__all__ = ["DebugGroup", "store_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def default_store_dir() -> Path:
-    """``$TAPELOG_STORE``, else ``$XDG_DATA_HOME/tapelog/sessions``
-    (``~/.local/share/tapelog/sessions``)."""
-    env = os.environ.get("TAPELOG_STORE")
-    if env:
-        return Path(env)
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return Path(data_home) / "tapelog" / "sessions"
-
-
 def store_option(func: F) -> F:
-    """Add ``--store DIR`` (default: :func:`default_store_dir`)."""
+    """Add ``--store DIR|URL`` as the ``store`` argument (resolved by ``_stores.open_store``)."""
     return click.option(
         "--store",
-        "store_dir",
-        type=click.Path(file_okay=False, path_type=Path),
+        "store",
+        metavar="DIR|URL",
         default=None,
-        help="Session store directory "
-        "(default: $TAPELOG_STORE, else ~/.local/share/tapelog/sessions).",
+        help="Session store: a directory of JSONL files, or a PostgreSQL URL "
+        "postgresql://USER@HOST/DBNAME[?schema=NAME] (default: $TAPELOG_STORE, "
+        "else ~/.local/share/tapelog/sessions).",
     )(func)
 
 

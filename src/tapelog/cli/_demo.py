@@ -22,7 +22,7 @@ from rich.table import Table
 from tapelog.agent import Agent, Toolset, fs_tools, tool
 from tapelog.audit import encode_request, header_change, rebuild_requests
 from tapelog.cli._common import store_option
-from tapelog.cli._setup import open_store
+from tapelog.cli._stores import open_store
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client, usage_prompt_tokens
 from tapelog.llm._types import ProviderClient
@@ -102,8 +102,8 @@ async def _ask(agent: Agent, prompt: str, console: Console) -> None:
     console.print(f"  {result.text or result.reason['kind']}")
 
 
-async def _run_demo(store_dir: Path | None, provider: str, console: Console) -> bool:
-    store = open_store(store_dir)
+async def _run_demo(store_value: str | None, provider: str, console: Console) -> bool:
+    store = open_store(store_value)
     with tempfile.TemporaryDirectory(prefix="tapelog-demo-") as tmp:
         workspace = _make_workspace(Path(tmp))
         emulator: Emulator | None = None
@@ -200,9 +200,9 @@ def _report(session: Session, emulator: Emulator | None, console: Console) -> bo
     show_default=True,
     help="Run on the offline emulator or the embedded local model.",
 )
-def demo_cmd(store_dir: Path | None, provider: str) -> None:
+def demo_cmd(store: str | None, provider: str) -> None:
     """A scripted multi-turn session that shows every request rebuilding byte-exact."""
-    ok = asyncio.run(_run_demo(store_dir, provider, Console()))
+    ok = asyncio.run(_run_demo(store, provider, Console()))
     if not ok:
         raise click.exceptions.Exit(1)
 

@@ -23,13 +23,13 @@ __all__ = ["COMMANDS"]
     required=True,
     help="The HTML file to write (replaced if it exists).",
 )
-def report_cmd(target: str, store_dir: Path | None, output: Path) -> None:
+def report_cmd(target: str, store: str | None, output: Path) -> None:
     """Write an HTML report of SESSION: cache use per request, timeline, messages.
 
     SESSION is a session id in the store or the path of a session file. The
     page is one file with everything inline; it loads nothing from the network.
     """
-    session = load_target(target, store_dir)
+    session = load_target(target, store)
     html = render_report(session).encode("utf-8")
     output.write_bytes(html)
     requests = sum(1 for e in session.events if e.type == "step/start")

@@ -11,27 +11,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import click
 import httpx
 
-from tapelog.cli._common import default_store_dir
 from tapelog.emulator import Emulator
 from tapelog.llm import DEFAULT_MODELS, make_client
 from tapelog.llm._types import ProviderClient
 from tapelog.log import LlmCallConfig, Session
-from tapelog.store import JsonlStore, SessionWriter, validate_session_id
+from tapelog.store import SessionStore, SessionWriter, validate_session_id
 
-__all__ = ["ProviderSetup", "open_session", "open_store", "resolve_provider"]
-
-
-def open_store(store_dir: Path | None) -> JsonlStore:
-    return JsonlStore(store_dir or default_store_dir())
+__all__ = ["ProviderSetup", "open_session", "resolve_provider"]
 
 
 def open_session(
-    store: JsonlStore, session_id: str | None
+    store: SessionStore, session_id: str | None
 ) -> tuple[Session, SessionWriter | None, bool]:
     """Resume ``session_id`` when it is stored (with its writer), else a new
     in-memory session (writer ``None``: the caller stores it once ready)."""

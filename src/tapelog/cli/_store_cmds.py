@@ -20,10 +20,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tapelog._errors import SessionNotFoundError, StoreError
-from tapelog.cli._common import default_store_dir, store_option
+from tapelog._errors import CorruptLogError, SessionNotFoundError, StoreError
+from tapelog.cli._common import store_option
+from tapelog.cli._stores import open_store, store_label
 from tapelog.log import Event, Session, encode_str
-from tapelog.store import JsonlStore, read_session_file, verify_jsonl
+from tapelog.store import read_session_file, verify_jsonl
 
 __all__ = ["COMMANDS", "load_target"]
 
@@ -31,12 +32,12 @@ _MAX_PROBLEMS_SHOWN = 50
 _EXCERPT = 72
 
 
-def _store(store_dir: Path | None) -> JsonlStore:
-    return JsonlStore(store_dir or default_store_dir())
+def _resolve(target: str) -> tuple[Path | None, str | None]:
+    """A session file path, or else the session id to look up in the store.
 
-
-def _resolve(target: str, store_dir: Path | None) -> tuple[Path, str | None]:
-    """The file to read and the session id its location implies (``None`` for a path)."""
+    An existing file wins whatever the store is, so a log copied off another
+    machine is read where it lies.
+    """
     path = Path(target)
     if path.is_file():
         return path, None
@@ -44,16 +45,20 @@ def _resolve(target: str, store_dir: Path | None) -> tuple[Path, str | None]:
         raise StoreError(f"{target} is a directory; give a session id or a session file")
     if os.sep in target or target.endswith(".jsonl"):
         raise SessionNotFoundError(f"no session file at {target}; check the path")
-    return _store(store_dir).locate(target), target
+    return None, target
 
 
-def load_target(target: str, store_dir: Path | None) -> Session:
-    """Load a session named by id (in the store) or by file path, read-only.
+def load_target(target: str, store: str | None) -> Session:
+    """Load a session named by id (in the store ``store`` names) or by file path, read-only.
 
     Warnings (a dropped torn tail) go to stderr; the session is returned.
     """
-    path, session_id = _resolve(target, store_dir)
-    loaded = _store(store_dir).load(session_id) if session_id else read_session_file(path)
+    path, session_id = _resolve(target)
+    if path is not None:
+        loaded = read_session_file(path)
+    else:
+        assert session_id is not None
+        loaded = open_store(store).load(session_id)
     for warning in loaded.warnings:
         click.echo(f"warning: {warning}", err=True)
     return loaded.session
@@ -79,16 +84,26 @@ def _clock(ms: int, *, date: bool = False) -> str:
 @click.argument("target", metavar="SESSION")
 @store_option
 @click.pass_context
-def verify_cmd(ctx: click.Context, target: str, store_dir: Path | None) -> None:
+def verify_cmd(ctx: click.Context, target: str, store: str | None) -> None:
     """Check that a stored session is a valid tapelog log.
 
     SESSION is a session id in the store or the path of a session file. Exit
     status: 0 valid (a torn final line is a warning), 1 invalid (each problem
     is listed with its line and seq), 2 the session could not be read.
     """
-    path, expected_id = _resolve(target, store_dir)
-    report = verify_jsonl(path.read_bytes(), expected_id=expected_id)
-    label = expected_id or str(path)
+    path, expected_id = _resolve(target)
+    if path is not None:
+        data, label = path.read_bytes(), str(path)
+    else:
+        assert expected_id is not None
+        label = expected_id
+        try:
+            data = open_store(store).session_bytes(expected_id)
+        except CorruptLogError as exc:  # rows no file could hold line for line
+            click.echo(f"  {exc}")
+            click.echo(f"{label}: invalid (1 problem)")
+            ctx.exit(1)
+    report = verify_jsonl(data, expected_id=expected_id)
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     if not report.ok:
@@ -213,13 +228,13 @@ def _title(session: Session) -> str:
 @click.argument("target", metavar="SESSION")
 @store_option
 @click.option("--chunks", is_flag=True, help="List every assistant/chunk event.")
-def show_cmd(target: str, store_dir: Path | None, chunks: bool) -> None:
+def show_cmd(target: str, store: str | None, chunks: bool) -> None:
     """Print a session's timeline: seq, time (UTC), type and a short summary.
 
     SESSION is a session id in the store or the path of a session file. Runs
     of assistant/chunk events are shown as one counted row unless --chunks.
     """
-    session = load_target(target, store_dir)
+    session = load_target(target, store)
     table = Table(title=Text(_title(session)), title_justify="left", expand=False)
     table.add_column("seq", justify="right", no_wrap=True)
     table.add_column("time", no_wrap=True)
@@ -236,17 +251,17 @@ def show_cmd(target: str, store_dir: Path | None, chunks: bool) -> None:
 @click.command("sessions")
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
-def sessions_cmd(store_dir: Path | None, as_json: bool) -> None:
+def sessions_cmd(store: str | None, as_json: bool) -> None:
     """List stored sessions, newest first."""
-    store = _store(store_dir)
-    summaries = store.list()
+    opened = open_store(store)
+    summaries = opened.list()
     if as_json:
         click.echo(encode_str([asdict(s) for s in summaries]))
         return
     if not summaries:
-        click.echo(f"no sessions in {store.root}")
+        click.echo(f"no sessions in {store_label(opened)}")
         return
-    table = Table(title=Text(f"sessions in {store.root}"), title_justify="left")
+    table = Table(title=Text(f"sessions in {store_label(opened)}"), title_justify="left")
     table.add_column("id", no_wrap=True)
     table.add_column("created (UTC)", no_wrap=True)
     table.add_column("events", justify="right", no_wrap=True)
