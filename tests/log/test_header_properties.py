@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from tapelog.log import (
     EpochHeader,
     HeaderRecorder,
+    LlmCallConfig,
     Session,
     apply_header_delta,
     canonical_header,
@@ -117,3 +118,20 @@ def test_folding_a_recorder_written_log_gives_the_last_header(
     resumed = HeaderRecorder(session).record(sequence[-1])
     assert resumed is not None
     assert resumed.data["reason"] == "resume"
+
+
+def test_a_header_equals_its_canonical_json_form_both_ways() -> None:
+    a = EpochHeader(config=LlmCallConfig(provider="p", model="m"), system="one\ntwo")
+    b = EpochHeader(
+        config=LlmCallConfig(provider="p", model="m"),
+        system="one\nthree",
+        tools=[{"name": "t", "parameters": {"type": "object"}}],
+    )
+    delta = diff_header(a, b)
+    assert delta is not None
+    assert apply_header_delta(a, delta) == canonical_header(b)
+    assert canonical_header(b) == apply_header_delta(a, delta)
+    assert apply_header_delta(a, delta) != canonical_header(a)
+    # empty is the same as absent, in either form
+    assert EpochHeader(config=a.config, system="", tools=[]) == {"config": a.config.to_json()}
+    assert a != {"config": "not a config"}

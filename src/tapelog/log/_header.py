@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tapelog._errors import HeaderError
+from tapelog._errors import HeaderError, JsonValueError
 from tapelog.log._canonical import encode
 from tapelog.log._events import Event
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_dict, freeze_list
@@ -189,6 +189,13 @@ class EpochHeader:
         return [t["name"] for t in self.tools]
 
     def __eq__(self, other: object) -> bool:
+        """Equal when the canonical forms are; a header also equals its JSON form
+        (so ``apply_header_delta(a, d) == canonical_header(b)`` reads naturally)."""
+        if isinstance(other, Mapping):
+            try:
+                other = header_from_json(other)
+            except (HeaderError, JsonValueError):
+                return False
         if not isinstance(other, EpochHeader):
             return NotImplemented
         return encode(self.to_json()) == encode(other.to_json())
