@@ -34,6 +34,7 @@ from tapelog.log import (
     encode,
     event_from_json,
 )
+from tapelog.store._base import SessionSummary
 from tapelog.store._ids import validate_session_id
 
 __all__ = [
@@ -140,6 +141,46 @@ class JsonlScan:
     spaced: list[int] = field(default_factory=list)
     """Lines (1-based) that differ from canonical form only by whitespace
     between JSON tokens (e.g. written with ``json.dumps``'s default separators)."""
+
+
+def summarise_session(
+    session_id: str, header: bytes, last: bytes | None, size: int, *, details: str
+) -> SessionSummary:
+    """What ``list()`` shows of a session, from its header line and last event line
+    only (no replay). A damaged session becomes a summary with ``error`` set,
+    ending with ``details`` (where to look), so it cannot hide the others."""
+    try:
+        info = info_from_header(decode(header, path="header"))
+        events, last_time = 0, None
+        if last is not None:
+            obj = decode(last, path="last event")
+            seq, time = obj.get("seq"), obj.get("time")
+            if type(seq) is not int or type(time) is not int:
+                raise CorruptLogError("the last event has no integer seq and time")
+            events, last_time = seq + 1, time
+    except Exception as exc:
+        return damaged_summary(session_id, size, f"{exc}; {details}")
+    return SessionSummary(
+        id=session_id,
+        created=info.created,
+        parent=info.parent,
+        events=events,
+        last_time=last_time,
+        size=size,
+    )
+
+
+def damaged_summary(session_id: str, size: int, error: str) -> SessionSummary:
+    """The summary of a session that could not be read (``error`` says why)."""
+    return SessionSummary(
+        id=session_id,
+        created=None,
+        parent=None,
+        events=None,
+        last_time=None,
+        size=size,
+        error=error,
+    )
 
 
 def _torn_warning(line: int, size: int, events: int) -> str:

@@ -26,9 +26,15 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import Session, SessionInfo, decode
+from tapelog.log import Session
 from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
-from tapelog.store._format import header_line, info_from_header, replay_events, scan_jsonl
+from tapelog.store._format import (
+    damaged_summary,
+    header_line,
+    replay_events,
+    scan_jsonl,
+    summarise_session,
+)
 from tapelog.store._ids import validate_session_id
 from tapelog.store._lock import WriteLock
 
@@ -265,44 +271,17 @@ def _summarise(path: Path) -> SessionSummary:
     """A summary from the header line and the last complete line only (cheap)."""
     session_id = path.name[: -len(_SUFFIX)]
     size = 0
+    details = f"run `tapelog verify {session_id}` for details"
     try:
         with path.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
             first = f.readline()
             if not first.endswith(b"\n"):
                 raise CorruptLogError("the header line is incomplete", line=1)
-            info = info_from_header(decode(first, path="header"))
             last = _last_line(f, start=len(first), size=size)
-            if last is None:
-                return _summary(session_id, info, size, events=0, last_time=None)
-            obj = decode(last, path="last line")
-            seq, time = obj.get("seq"), obj.get("time")
-            if type(seq) is not int or type(time) is not int:
-                raise CorruptLogError("the last event line has no integer seq and time")
-            return _summary(session_id, info, size, events=seq + 1, last_time=time)
     except Exception as exc:  # one damaged file must not hide the others
-        return SessionSummary(
-            id=session_id,
-            created=None,
-            parent=None,
-            events=None,
-            last_time=None,
-            size=size,
-            error=f"{exc}; run `tapelog verify {session_id}` for details",
-        )
-
-
-def _summary(
-    session_id: str, info: SessionInfo, size: int, *, events: int, last_time: int | None
-) -> SessionSummary:
-    return SessionSummary(
-        id=session_id,
-        created=info.created,
-        parent=info.parent,
-        events=events,
-        last_time=last_time,
-        size=size,
-    )
+        return damaged_summary(session_id, size, f"{exc}; {details}")
+    return summarise_session(session_id, first, last, size, details=details)
 
 
 def _last_line(f: BinaryIO, *, start: int, size: int) -> bytes | None:

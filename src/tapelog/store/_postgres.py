@@ -45,9 +45,9 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo, decode
+from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo
 from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
-from tapelog.store._format import header_line, info_from_header
+from tapelog.store._format import header_line, summarise_session
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
 
@@ -461,32 +461,12 @@ def _session_row(info: SessionInfo) -> tuple[object, ...]:
 
 def _summarise(session_id: str, header: bytes, size: int, last: bytes | None) -> SessionSummary:
     """A summary from the header and the last event only (as the JSONL store does)."""
-    try:
-        info = info_from_header(decode(bytes(header), path="header"))
-        events, last_time = 0, None
-        if last is not None:
-            obj = decode(bytes(last), path="last event")
-            seq, time = obj.get("seq"), obj.get("time")
-            if type(seq) is not int or type(time) is not int:
-                raise CorruptLogError("the last event has no integer seq and time")
-            events, last_time = seq + 1, time
-    except Exception as exc:  # one damaged session must not hide the others
-        return SessionSummary(
-            id=session_id,
-            created=None,
-            parent=None,
-            events=None,
-            last_time=None,
-            size=size,
-            error=f"{exc}; load the session for details",
-        )
-    return SessionSummary(
-        id=session_id,
-        created=info.created,
-        parent=info.parent,
-        events=events,
-        last_time=last_time,
-        size=size,
+    return summarise_session(
+        session_id,
+        bytes(header),
+        None if last is None else bytes(last),
+        size,
+        details="load the session for details",
     )
 
 
