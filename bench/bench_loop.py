@@ -1,6 +1,11 @@
 """Benchmark of the agent loop's own cost and of cache efficiency; prints one JSON object.
 
-    .venv/bin/python bench/bench_loop.py
+    .venv/bin/python bench/bench_loop.py [--wire openai|anthropic]
+
+``--wire`` picks the body the loop encodes at the edge: ``openai`` (the
+default: the DeepSeek dialect of the OpenAI-compatible wire) or ``anthropic``
+(the Anthropic Messages wire, with its grouping and cache breakpoints). The
+output names it (``wire``); ``demo_cache`` is the demo's own workload either way.
 
 ``loop``: what a step costs the loop itself, everything but the provider.
   The real :class:`tapelog.agent.Agent` (``check=False``) drives one growing
@@ -50,6 +55,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 import statistics
@@ -57,7 +63,6 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -66,7 +71,14 @@ from tapelog.agent import Agent, Hooks, StepContext, tool
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cli._demo import _run_demo
 from tapelog.emulator import Segment, chain_segments, openai_sources
-from tapelog.llm import AbortHandle, BodyCache, LlmRequest, OpenAIWire, normalise_usage
+from tapelog.llm import (
+    AbortHandle,
+    AnthropicWire,
+    BodyCache,
+    LlmRequest,
+    OpenAIWire,
+    normalise_usage,
+)
 from tapelog.log import (
     FrozenDict,
     LlmCallConfig,
@@ -84,6 +96,12 @@ RUNS = 5
 ENCODE_REPEATS = 30
 WINDOW = 5  # turns averaged around each measured step
 DEEPSEEK_UNIT = 64
+WIRES = ("openai", "anthropic")
+# Per wire: the provider the config names and the model it asks for.
+_TARGETS = {
+    "openai": ("deepseek", "deepseek-chat"),
+    "anthropic": ("anthropic", "claude-sonnet-4-5"),
+}
 
 SYSTEM = "\n".join(
     f"Rule {i}: read the relevant file before answering and cite what you read." for i in range(40)
@@ -145,13 +163,15 @@ def _canned(step: int) -> list[FrozenDict]:
     return frozen
 
 
+Wire = OpenAIWire | AnthropicWire
+
+
 class InstantClient:
     """A provider at the edge that answers every request at once from canned chunks."""
 
-    provider = "deepseek"
-
-    def __init__(self, steps: int) -> None:
-        self.wire = OpenAIWire(dialect="deepseek")
+    def __init__(self, steps: int, wire: str) -> None:
+        self.provider = _TARGETS[wire][0]
+        self.wire: Wire = OpenAIWire(dialect="deepseek") if wire == "openai" else AnthropicWire()
         self.cache = BodyCache()  # the Agent adopts it: one encode per surface node
         self.replies = [_canned(step) for step in range(1, steps + STEPS_PER_TURN + 1)]
         self.requests: list[LlmRequest] = []
@@ -167,17 +187,18 @@ class InstantClient:
 
 
 async def _grow(
-    total_steps: int,
+    total_steps: int, wire: str
 ) -> tuple[list[float], list[tuple[float, float, int]], InstantClient]:
     """One session of ``total_steps`` steps: step start times and per-turn spans."""
     marks: list[float] = []
     turns: list[tuple[float, float, int]] = []
-    client = InstantClient(total_steps)
+    client = InstantClient(total_steps, wire)
 
     def pre_step(ctx: StepContext) -> None:
         marks.append(time.perf_counter())
 
-    config = LlmCallConfig(provider="deepseek", model="deepseek-chat", max_tokens=1024)
+    provider, model = _TARGETS[wire]
+    config = LlmCallConfig(provider=provider, model=model, max_tokens=1024)
     agent = Agent(
         Session(),
         client,
@@ -199,7 +220,7 @@ async def _grow(
     return marks, turns, client
 
 
-def _best_encode(wire: OpenAIWire, request: LlmRequest, cache: BodyCache | None = None) -> float:
+def _best_encode(wire: Wire, request: LlmRequest, cache: BodyCache | None = None) -> float:
     best = float("inf")
     for _ in range(ENCODE_REPEATS):
         started = time.perf_counter()
@@ -208,7 +229,7 @@ def _best_encode(wire: OpenAIWire, request: LlmRequest, cache: BodyCache | None 
     return best
 
 
-def _best_cached_encode(wire: OpenAIWire, request: LlmRequest) -> float:
+def _best_cached_encode(wire: Wire, request: LlmRequest) -> float:
     """Assembling the body when every node's piece is already cached."""
     cache = BodyCache()
     wire.encode_body(request, cache=cache)
@@ -227,10 +248,10 @@ async def _provider_cost(client: InstantClient, request: LlmRequest) -> float:
     return best
 
 
-def bench_loop() -> dict[str, Any]:
+def bench_loop(wire: str = "openai") -> dict[str, Any]:
     total = max(STEPS) + STEPS_PER_TURN * (WINDOW // 2 + 1)
-    runs = [asyncio.run(_grow(total)) for _ in range(RUNS)]
-    out: dict[str, Any] = {"runs": RUNS, "steps_per_turn": STEPS_PER_TURN}
+    runs = [asyncio.run(_grow(total, wire)) for _ in range(RUNS)]
+    out: dict[str, Any] = {"wire": wire, "runs": RUNS, "steps_per_turn": STEPS_PER_TURN}
     last_client = runs[-1][2]
     per_size: dict[str, Any] = {}
     for n in STEPS:
@@ -291,7 +312,7 @@ def _segments(root: str, body: bytes) -> list[Segment]:
 def bench_demo_cache() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tapelog-bench-") as tmp:
         printed = io.StringIO()
-        ok = asyncio.run(_run_demo(Path(tmp), "emulator", Console(file=printed, width=160)))
+        ok = asyncio.run(_run_demo(tmp, "emulator", Console(file=printed, width=160)))
         assert ok, printed.getvalue()
         (summary,) = JsonlStore(tmp).list()
         session = JsonlStore(tmp).load(summary.id).session
@@ -337,10 +358,16 @@ def bench_demo_cache() -> dict[str, Any]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--wire", choices=WIRES, default="openai", help="the body encoded at the edge"
+    )
+    args = parser.parse_args()
     started = time.perf_counter()
     result: dict[str, Any] = {
         "python": sys.version.split()[0],
-        "loop": bench_loop(),
+        "wire": args.wire,
+        "loop": bench_loop(args.wire),
         "demo_cache": bench_demo_cache(),
     }
     result["seconds"] = round(time.perf_counter() - started, 1)
