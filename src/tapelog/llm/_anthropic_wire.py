@@ -15,12 +15,12 @@ cacheable, so "cacheable" skips them. docs/providers.md documents the policy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tapelog._errors import EventError, HeaderError, JsonValueError
-from tapelog.llm._pieces import BodyCache, json_array, json_object, node_seq_list
+from tapelog.llm._pieces import BodyCache, json_array, json_object_parts, node_seq_list
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, refuse_block
 from tapelog.log import FrozenDict, decode, encode, freeze
@@ -51,6 +51,11 @@ _MESSAGES = object()
 
 Block = tuple[FrozenDict, bytes]
 """A wire block and its canonical bytes (without cache_control)."""
+
+Group = tuple[str, list[Block]]
+"""A wire message: consecutive neutral messages of one wire role, merged."""
+
+_CACHE_KEY: Final = ("anthropic",)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,31 +103,13 @@ class AnthropicWire:
         """One neutral message as ``(wire role, blocks)``; the per-node cache piece."""
         return _map_message(message, where)
 
-    def _groups(
-        self, request: LlmRequest, cache: BodyCache | None
-    ) -> list[tuple[str, list[Block]]]:
+    def _groups(self, request: LlmRequest, cache: BodyCache | None) -> list[Group]:
         seqs = node_seq_list(request.messages, request.node_seqs)
         if cache is not None:
-            cache.bind(("anthropic",))
-        groups: list[tuple[str, list[Block]]] = []
-        for i, (seq, message) in enumerate(zip(seqs, request.messages, strict=True)):
-
-            def make(message: Any = message, i: int = i) -> tuple[str, tuple[Block, ...]]:
-                return _map_message(message, f"messages[{i}]")
-
-            role, mapped = make() if cache is None else cache.piece(seq, message, make)
-            if not mapped:
-                continue
-            if groups and groups[-1][0] == role:
-                groups[-1][1].extend(mapped)
-            else:
-                groups.append((role, list(mapped)))
+            cache.bind(_CACHE_KEY)
+        groups, _ = _grouped(request.messages, seqs, 0, cache)
         if cache is not None:
             cache.prune(seqs)
-        for role, blocks in groups:
-            if role == "user":
-                # Tool results must open the user message (stable: order kept).
-                blocks.sort(key=lambda b: b[0]["type"] != "tool_result")
         return groups
 
     def build_body(self, request: LlmRequest) -> FrozenDict:
@@ -145,21 +132,132 @@ class AnthropicWire:
 
     def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:
         """The exact HTTP body: same request, same bytes (with or without ``cache``)."""
-        groups = self._groups(request, cache)
-        marks = _breakpoints(groups)
-        role_key = encode("role")
-        pieces = []
-        for g, (role, blocks) in enumerate(groups):
-            content = json_array(
-                encode({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
-                for j, b in enumerate(blocks)
-            )
-            pieces.append(b"{" + role_key + b":" + encode(role) + b',"content":' + content + b"}")
-        messages = json_array(pieces)
-        return json_object(
+        if cache is None:
+            groups = self._groups(request, None)
+            parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups)))
+        else:
+            parts = _cached_parts(request, cache)
+        messages = [b"[", *parts, b"]"]
+        return json_object_parts(
             (k, messages if v is _MESSAGES else encode(v, path=f"body.{k}"))
             for k, v in self._fields(request)
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stable:
+    """The leading wire messages (groups) of a request that the next request of
+    the session repeats byte for byte: groups before the last one (which may
+    still grow by merging) and before the group breakpoint 4 marks (every
+    other breakpoint is in a later group; after an append, so are the next
+    request's, see :func:`_cached_parts`)."""
+
+    groups: int  # how many
+    start: int  # the message the first group after them starts at
+    assistant: int  # the last assistant group among them (-1: none)
+    role: str | None  # the role of the last of them
+    parts: tuple[bytes, ...]  # their pieces, with b"," between them
+
+
+_NOTHING_STABLE: Final = _Stable(groups=0, start=0, assistant=-1, role=None, parts=())
+
+
+def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
+    """The inside of the messages array, with the groups the previous request
+    of this session kept (:class:`_Stable`) reused as they are.
+
+    Only the messages from the first unstable group on are grouped (each
+    one's blocks come from the per-node cache) and encoded, so a step costs
+    its new messages and the few before them, plus list copies. After an
+    append the previous request's last group and breakpoint-4 group are the
+    lower bound of this request's breakpoints (the last assistant group can
+    only stay or move past the old last group), so no reused group gains or
+    loses a ``cache_control``; that is checked, and the request is grouped
+    from the start if it ever fails.
+    """
+    messages = request.messages
+    seqs = node_seq_list(messages, request.node_seqs)
+    cache.bind(_CACHE_KEY)
+    keys = tuple(seqs)
+    previous = cache.previous(keys, messages, scope=request.session_id)
+    stable = _NOTHING_STABLE
+    if previous is not None and isinstance(previous[1], _Stable):
+        stable = previous[1]
+    groups, firsts = _grouped(messages, seqs, stable.start, cache)
+    assistant = _last_assistant(groups, stable.groups, stable.assistant)
+    if stable.groups and (
+        not groups or groups[0][0] == stable.role or 1 <= assistant <= stable.groups
+    ):
+        stable = _NOTHING_STABLE
+        groups, firsts = _grouped(messages, seqs, 0, cache)
+        assistant = _last_assistant(groups, 0, -1)
+    base = stable.groups
+    pieces = _group_pieces(groups, base, _tail_breakpoints(groups, base, assistant))
+    last = base + len(groups) - 1
+    keep = max(base, min(last, assistant - 1) if assistant >= 1 else last) - base
+    parts = _extend(list(stable.parts), pieces[:keep])
+    kept = _Stable(
+        groups=base + keep,
+        start=firsts[keep] if groups else stable.start,
+        assistant=_last_assistant(groups[:keep], base, stable.assistant),
+        role=groups[keep - 1][0] if keep else stable.role,
+        parts=tuple(parts),
+    )
+    cache.remember(keys, messages, kept, scope=request.session_id)
+    cache.prune(seqs)
+    return _extend(parts, pieces[keep:])
+
+
+def _grouped(
+    messages: Sequence[Mapping[str, Any]],
+    seqs: Sequence[int | None],
+    start: int,
+    cache: BodyCache | None,
+) -> tuple[list[Group], list[int]]:
+    """The wire messages of ``messages[start:]`` (consecutive roles merge), and
+    the index of the message each one starts at."""
+    groups: list[Group] = []
+    firsts: list[int] = []
+    for i in range(start, len(messages)):
+        message = messages[i]
+
+        def make(message: Any = message, i: int = i) -> tuple[str, tuple[Block, ...]]:
+            return _map_message(message, f"messages[{i}]")
+
+        role, mapped = make() if cache is None else cache.piece(seqs[i], message, make)
+        if not mapped:
+            continue
+        if groups and groups[-1][0] == role:
+            groups[-1][1].extend(mapped)
+        else:
+            groups.append((role, list(mapped)))
+            firsts.append(i)
+    for role, blocks in groups:
+        if role == "user":
+            # Tool results must open the user message (stable: order kept).
+            blocks.sort(key=lambda b: b[0]["type"] != "tool_result")
+    return groups, firsts
+
+
+def _group_pieces(groups: Sequence[Group], base: int, marks: set[tuple[int, int]]) -> list[bytes]:
+    """The bytes of each wire message (``groups`` are groups ``base``, ``base + 1``...)."""
+    pieces = []
+    for g, (role, blocks) in enumerate(groups, start=base):
+        content = json_array(
+            encode({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
+            for j, b in enumerate(blocks)
+        )
+        pieces.append(b'{"role":' + encode(role) + b',"content":' + content + b"}")
+    return pieces
+
+
+def _extend(parts: list[bytes], pieces: Iterable[bytes]) -> list[bytes]:
+    """``parts`` (a JSON array's inside) with ``pieces`` appended, ``b","`` between items."""
+    for piece in pieces:
+        if parts:
+            parts.append(b",")
+        parts.append(piece)
+    return parts
 
 
 def _cacheable(block: Mapping[str, Any]) -> bool:
@@ -169,27 +267,41 @@ def _cacheable(block: Mapping[str, Any]) -> bool:
     return not (btype == "text" and not block["text"])
 
 
-def _last_cacheable(groups: Sequence[tuple[str, list[Block]]], g: int) -> tuple[int, int] | None:
-    blocks = groups[g][1]
+def _last_cacheable(blocks: Sequence[Block]) -> int | None:
     for j in range(len(blocks) - 1, -1, -1):
         if _cacheable(blocks[j][0]):
-            return (g, j)
+            return j
     return None
 
 
-def _breakpoints(groups: Sequence[tuple[str, list[Block]]]) -> set[tuple[int, int]]:
+def _last_assistant(groups: Sequence[Group], base: int, before: int) -> int:
+    """The index of the last assistant group: in ``groups`` (groups ``base``,
+    ``base + 1``...) if there is one, else ``before``."""
+    for g in range(len(groups) - 1, -1, -1):
+        if groups[g][0] == "assistant":
+            return base + g
+    return before
+
+
+def _breakpoints(groups: Sequence[Group]) -> set[tuple[int, int]]:
     """Message-level breakpoints: the last message, and the previous request's last one."""
+    return _tail_breakpoints(groups, 0, _last_assistant(groups, 0, -1))
+
+
+def _tail_breakpoints(groups: Sequence[Group], base: int, assistant: int) -> set[tuple[int, int]]:
+    """The breakpoints of a request whose groups from ``base`` on are ``groups``
+    and whose last assistant group is ``assistant`` (the caller makes sure the
+    group before it, if any, is among ``groups``)."""
     marks: set[tuple[int, int]] = set()
     if not groups:
         return marks
-    last = _last_cacheable(groups, len(groups) - 1)
+    last = _last_cacheable(groups[-1][1])
     if last is not None:
-        marks.add(last)
-    assistants = [g for g, (role, _) in enumerate(groups) if role == "assistant"]
-    if assistants and assistants[-1] >= 1:
-        previous = _last_cacheable(groups, assistants[-1] - 1)
+        marks.add((base + len(groups) - 1, last))
+    if assistant >= 1:
+        previous = _last_cacheable(groups[assistant - 1 - base][1])
         if previous is not None:
-            marks.add(previous)
+            marks.add((assistant - 1, previous))
     return marks
 
 

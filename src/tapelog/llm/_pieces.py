@@ -86,12 +86,12 @@ def _anonymous(
 
 @dataclass(frozen=True, slots=True)
 class _Run:
-    """A request's message pieces (with separators), and what they were made of."""
+    """What a wire kept of a request (``state``), and the messages it was made of."""
 
     scope: str | None
     keys: tuple[int | None, ...]
     anonymous: tuple[tuple[int, Mapping[str, Any]], ...]
-    parts: tuple[bytes, ...]
+    state: object
 
 
 class BodyCache:
@@ -149,6 +149,44 @@ class BodyCache:
         self._entries[seq] = (message, made)
         return made
 
+    def previous(
+        self,
+        keys: tuple[int | None, ...],
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        scope: str | None,
+    ) -> tuple[int, object] | None:
+        """``(n, state)``: what :meth:`remember` kept of the previous request, if
+        its ``n`` messages lead this one's; else ``None``.
+
+        The match is exact: within one session (``scope``, the session id) a
+        node seq names one immutable event and any replace puts a new seq in
+        the list; the few seq-less messages (the header's prefix) are compared
+        by value. Without a scope nothing matches.
+        """
+        run = self._run
+        if (
+            scope is None
+            or run is None
+            or run.scope != scope
+            or len(run.keys) > len(keys)
+            or keys[: len(run.keys)] != run.keys
+            or not all(messages[i] is m or messages[i] == m for i, m in run.anonymous)
+        ):
+            return None
+        return len(run.keys), run.state
+
+    def remember(
+        self,
+        keys: tuple[int | None, ...],
+        messages: Sequence[Mapping[str, Any]],
+        state: object,
+        *,
+        scope: str | None,
+    ) -> None:
+        """Keep ``state`` (the wire's own) for the next request of this session."""
+        self._run = _Run(scope=scope, keys=keys, anonymous=_anonymous(keys, messages), state=state)
+
     def joined(
         self,
         seqs: Sequence[int | None],
@@ -161,31 +199,20 @@ class BodyCache:
         list the previous call built for the leading run of messages.
 
         A step usually appends to the history, so the history up to the
-        previous request is reused as it is and only the new messages are
-        looked up: the per-step cost is the new messages plus list copies.
-        The reuse is exact: within one session (``scope``, the session id) a
-        node seq names one immutable event and any replace puts a new seq in
-        the list; the few seq-less messages (the header's prefix) are compared
-        by value. Without a scope nothing is reused.
+        previous request is reused as it is (see :meth:`previous`) and only the
+        new messages are looked up: the per-step cost is the new messages plus
+        list copies.
         """
         keys = tuple(seqs)
-        run = self._run
         start, parts = 0, []
-        if (
-            scope is not None
-            and run is not None
-            and run.scope == scope
-            and len(run.keys) <= len(keys)
-            and keys[: len(run.keys)] == run.keys
-            and all(messages[i] is m or messages[i] == m for i, m in run.anonymous)
-        ):
-            start, parts = len(run.keys), list(run.parts)
+        previous = self.previous(keys, messages, scope=scope)
+        if previous is not None and isinstance(previous[1], tuple):
+            start, parts = previous[0], list(previous[1])
         for i in range(start, len(keys)):
             if parts:
                 parts.append(b",")
             parts.append(piece(i))
-        anonymous = _anonymous(keys, messages)
-        self._run = _Run(scope=scope, keys=keys, anonymous=anonymous, parts=tuple(parts))
+        self.remember(keys, messages, tuple(parts), scope=scope)
         return parts
 
     def prune(self, live: Sequence[int | None]) -> None:
