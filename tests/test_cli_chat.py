@@ -329,3 +329,26 @@ def test_ctrl_c_during_run_logs_an_abort_and_exits_130(
     assert end.data["reason"] == {"kind": "aborted", "by": "interrupt"}
     message = next(e for e in events if e.type == "assistant/message")
     assert message.data["interrupted"] is True
+
+
+def test_slash_compact_summarises_old_history_and_the_chat_goes_on(tmp_path: Path) -> None:
+    prompts = [f"question number {i} about the cache" for i in range(1, 6)]
+    stdin = "/compact\n" + "\n".join(prompts) + "\n/compact\nlast one\n"
+    done = subprocess.run(
+        [TAPELOG, "chat", "--session", "chat-compact", "--tools", "none"],
+        input=stdin,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[c1] compaction failed: nothing to compact" in done.stderr
+    assert "[c2] compacted history" in done.stderr
+    assert "ok: last one" in done.stdout
+    events = _events(tmp_path, "chat-compact")
+    ends = [e.data for e in events if e.type == "compact/end"]
+    assert [(d["id"], d["ok"]) for d in ends] == [("c1", False), ("c2", True)]
+    summary = next(e for e in events if e.type == "user/message" and e.surface_op != "append")
+    assert summary.data["source"] == {"kind": "compaction", "id": "c2"}
