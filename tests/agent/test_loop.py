@@ -461,3 +461,18 @@ async def test_the_store_is_durable_before_each_request_and_at_turn_end(tmp_path
     for seen in probe.seen:
         assert seen[-1] in ("request/header", "step/start", "request/header-delta")
     assert probe.seen[1].count("tool/result") == 1
+
+
+async def test_an_abort_before_the_request_is_sent_sends_nothing_and_ends_the_turn() -> None:
+    holder: dict[str, Agent] = {}
+    emulator = Emulator()
+    hooks = Hooks(request=lambda config: holder["agent"].abort("early"))
+    async with agent_on(emulator, hooks=hooks) as agent:
+        holder["agent"] = agent
+        result = await agent.run("hi")
+    assert result.reason == {"kind": "aborted", "by": "early"}
+    assert emulator.received == []
+    assert types_of(agent.session)[-3:] == ["assistant/message", "step/end", "turn/end"]
+    message = next(e for e in agent.session.events if e.type == "assistant/message")
+    assert message.data["interrupted"] is True
+    assert message.data["content"] == []

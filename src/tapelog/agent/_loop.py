@@ -187,9 +187,14 @@ class Agent:
         text = ""
         step = 0
         overflowed = False
+        # One abort handle per turn: an abort between steps (or while a step's
+        # request is being prepared) is not lost.
+        self._abort = AbortHandle()
         try:
             while True:
                 step += 1
+                if self._abort.aborted:
+                    raise _Aborted()
                 if step > self.max_steps:
                     return self._end(
                         turn, step - 1, {"kind": "max_steps", "limit": self.max_steps}, text, usage
@@ -310,7 +315,8 @@ class Agent:
 
     async def _step(self, turn: int, step: int) -> tuple[Event, str]:
         request, body = await self._prepare(turn, step)
-        handle = self._abort = AbortHandle()
+        handle = self._abort
+        assert handle is not None, "a step runs inside a turn"
         self._flush()
         attempt = 0
         while True:
