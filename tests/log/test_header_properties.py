@@ -135,3 +135,16 @@ def test_a_header_equals_its_canonical_json_form_both_ways() -> None:
     # empty is the same as absent, in either form
     assert EpochHeader(config=a.config, system="", tools=[]) == {"config": a.config.to_json()}
     assert a != {"config": "not a config"}
+
+
+def test_headers_may_be_given_as_json_and_logged_as_objects() -> None:
+    config = LlmCallConfig(provider="p", model="m")
+    header = EpochHeader(config=config, system="a\nb")
+    as_json = {"config": {"provider": "p", "model": "m"}, "system": "a\nc"}
+    delta = diff_header(header.to_json(), as_json)
+    assert delta is not None
+    assert apply_header_delta(header.to_json(), delta) == as_json
+    session = Session()
+    event = session.append("request/header", {"header": header, "reason": "initial"})
+    assert event.data["header"] == header.to_json()
+    assert session.header == header

@@ -185,6 +185,9 @@ def _walk(value: Any) -> Any:
         return _walk(int(value))
     if isinstance(value, float):
         return _walk(float(value))
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):  # tapelog's own records (EpochHeader, LlmCallConfig) log as JSON
+        return _walk(to_json())
     raise _Bad(f"{type(value).__name__} is not a JSON type")
 
 

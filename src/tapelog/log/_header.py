@@ -227,11 +227,14 @@ def header_from_json(obj: Any) -> EpochHeader:
     )
 
 
+def as_header(header: EpochHeader | Mapping[str, Any]) -> EpochHeader:
+    """An EpochHeader from itself or its JSON form."""
+    return header if isinstance(header, EpochHeader) else header_from_json(header)
+
+
 def canonical_header(header: EpochHeader | Mapping[str, Any]) -> FrozenDict:
     """The canonical JSON form of a header (an EpochHeader or its JSON)."""
-    if isinstance(header, EpochHeader):
-        return header.to_json()
-    return header_from_json(header).to_json()
+    return as_header(header).to_json()
 
 
 def _lines(text: str | None) -> list[str]:
@@ -274,13 +277,16 @@ def _tools_delta(
     return delta
 
 
-def diff_header(prev: EpochHeader, next: EpochHeader) -> FrozenDict | None:
+def diff_header(
+    prev: EpochHeader | Mapping[str, Any], next: EpochHeader | Mapping[str, Any]
+) -> FrozenDict | None:
     """The delta from ``prev`` to ``next``, or ``None`` when they are equal.
 
     The delta may not round-trip (a pure tool reorder cannot be expressed);
     writers check ``apply_header_delta(prev, delta) == next`` and fall back to
-    a snapshot otherwise.
+    a snapshot otherwise. Headers may be given as EpochHeader or JSON.
     """
+    prev, next = as_header(prev), as_header(next)
     delta: dict[str, Any] = {}
     system = _system_delta(prev.system, next.system)
     if system is not None:
@@ -356,8 +362,11 @@ def _apply_tools(old: Sequence[Mapping[str, Any]], delta: Any) -> list[Any]:
     return tools
 
 
-def apply_header_delta(prev: EpochHeader, delta: Mapping[str, Any]) -> EpochHeader:
+def apply_header_delta(
+    prev: EpochHeader | Mapping[str, Any], delta: Mapping[str, Any]
+) -> EpochHeader:
     """Apply a ``request/header-delta`` payload to ``prev`` (pure)."""
+    prev = as_header(prev)
     if not isinstance(delta, Mapping):
         raise HeaderError("a header delta must be an object")
     unknown = [k for k in delta if k not in ("system", "tools", "config", "prefix")]
