@@ -241,9 +241,17 @@ def freeze_decoded(value: Any) -> Any:
     """
     t = type(value)
     if t is dict:
-        return _new_dict({k: freeze_decoded(v) for k, v in value.items()})
+        frozen = dict.__new__(FrozenDict)
+        dict.update(frozen, value)  # scalars are copied as they are ...
+        for k, v in value.items():  # ... only containers are converted
+            tv = type(v)
+            if tv is dict or tv is list:
+                dict.__setitem__(frozen, k, freeze_decoded(v))
+        return frozen
     if t is list:
-        return _new_list([freeze_decoded(v) for v in value])
+        return _new_list(
+            [freeze_decoded(v) if type(v) is dict or type(v) is list else v for v in value]
+        )
     return value
 
 

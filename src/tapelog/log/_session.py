@@ -231,11 +231,16 @@ class Session:
         data: Mapping[str, Any],
         surface_op: Any,
         source_seqs: Any,
+        event: Event | None = None,
     ) -> tuple[Event, EpochHeader | None]:
-        """Check one event against the log so far; return it with the header after it."""
+        """Check one event against the log so far; return it with the header after it.
+
+        ``event`` is the already-built event when replaying; it is returned as
+        it is when it passes (no second copy on the load path).
+        """
         if not isinstance(etype, str):
             raise EventError(f"event type must be a string, got {etype!r}")
-        if not isinstance(data, Mapping):
+        if type(data) is not FrozenDict and not isinstance(data, Mapping):
             raise EventError(f"{etype}: data must be a JSON object")
         frozen = freeze(data, path="data")
         check_payload(etype, frozen)
@@ -254,7 +259,11 @@ class Session:
             )
         seqs: FrozenList | None = None
         if source_seqs is not None:
-            seqs = freeze(list(source_seqs), path="source_seqs")
+            seqs = (
+                source_seqs
+                if type(source_seqs) is FrozenList
+                else freeze(list(source_seqs), path="source_seqs")
+            )
             for s in seqs:
                 if type(s) is not int or not 0 <= s < seq:
                     raise EventError(
@@ -264,6 +273,13 @@ class Session:
         if etype in ("request/header", "request/header-delta"):
             probe = Event(seq=seq, time=time, type=etype, data=frozen)
             header_after = fold_header_event(self._header, probe)
+        if (
+            event is not None
+            and event.data is frozen
+            and event.source_seqs is seqs
+            and (surface_op is None or type(surface_op) is str or type(surface_op) is FrozenDict)
+        ):
+            return event, header_after
         return Event(
             seq=seq,
             time=time,
@@ -311,6 +327,7 @@ class Session:
                 data=event.data,
                 surface_op=event.surface_op,
                 source_seqs=event.source_seqs,
+                event=event,
             )
         except LogError as exc:
             raise type(exc)(f"seq {event.seq}: {exc}") from None
