@@ -61,12 +61,37 @@ def test_compatible_dialect_uses_max_tokens_and_keeps_reasoning_out() -> None:
     assert "reasoning_content" not in body["messages"][2]
 
 
-def test_deepseek_reasoner_never_gets_reasoning_content() -> None:
-    # The old deepseek-reasoner answers 400 to reasoning_content in the input.
+def test_deepseek_sends_reasoning_content_on_every_tool_turn_even_without_reasoning() -> None:
+    # DeepSeek thinking mode: a tool-call turn without the field is a 400
+    # ("Missing `reasoning_content` field in the assistant message at message
+    # index 2", api-docs.deepseek.com guides/thinking_mode#tool-calls). The
+    # model may stream only ``"reasoning_content": ""``, so the log has no
+    # reasoning block for that turn; deepseek-reasoner is thinking mode too.
+    messages = [
+        text("user", "q"),
+        {"role": "assistant", "content": [call("c1")]},
+        tool_result("c1", "r"),
+        {
+            "role": "assistant",
+            "content": [{"type": "reasoning", "text": "done"}, {"type": "text", "text": "A"}],
+        },
+        text("user", "more"),
+        text("assistant", "plain"),
+    ]
     wire = OpenAIWire(dialect="deepseek")
-    assert wire.send_back_for("deepseek-reasoner") == "never"
-    request = make_request(TOOL_LOOP, provider="deepseek", model="deepseek-reasoner")
-    assert b"reasoning_content" not in wire.encode_body(request)
+    for model in ("deepseek-reasoner", "deepseek-chat", "deepseek-v4-pro"):
+        assert wire.send_back_for(model) == "present_and_tool_turns"
+        request = make_request(messages, provider="deepseek", model=model)
+        body = decode(wire.encode_body(request))
+        assert body["messages"][2] == {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "",
+            "tool_calls": body["messages"][2]["tool_calls"],
+        }
+        assert body["messages"][4]["reasoning_content"] == "done"
+        assert "reasoning_content" not in body["messages"][6]
+        assert wire.build_body(request) == body
 
 
 def test_tool_turns_rule_sends_empty_reasoning_on_calls_only() -> None:

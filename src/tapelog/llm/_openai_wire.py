@@ -29,29 +29,37 @@ __all__ = [
 
 OpenAIDialect = Literal["openai", "deepseek", "compatible"]
 
-ReasoningSendBack = Literal["never", "present", "tool_turns"]
+ReasoningSendBack = Literal["never", "present", "tool_turns", "present_and_tool_turns"]
 """When logged reasoning goes back as ``reasoning_content`` on assistant messages.
 
 ``never``: not sent. ``present``: on every assistant message that has
 reasoning. ``tool_turns``: on every assistant message with tool calls (an empty
-string when none was logged), and nowhere else.
+string when none was logged), and nowhere else. ``present_and_tool_turns``:
+both -- every message with reasoning, and every message with tool calls
+(``""`` when none was logged).
 """
 
 DEFAULT_REASONING_SEND_BACK: Final[Mapping[str, ReasoningSendBack]] = {
     # Chat completions has no reasoning input field.
     "openai": "never",
     # DeepSeek thinking mode needs reasoning_content back on tool-call turns
-    # (400 otherwise) and ignores it on other turns (api-docs.deepseek.com,
-    # guides/thinking_mode): sending what the log holds is always accepted.
-    "deepseek": "present",
+    # and ignores it on other turns (api-docs.deepseek.com, guides/thinking_mode).
+    # The field must be *present* on a tool-call turn even when the model
+    # streamed no reasoning for it (only ``"reasoning_content": ""``, which
+    # leaves no reasoning block in the log): a missing field is a 400
+    # "Missing `reasoning_content` field in the assistant message at message
+    # index N" (reported in HKUDS/nanobot#946, continuedev/continue#11285).
+    "deepseek": "present_and_tool_turns",
     # Unknown servers: send nothing they might reject.
     "compatible": "never",
 }
 
 MODEL_REASONING_SEND_BACK: Final[Mapping[tuple[str, str], ReasoningSendBack]] = {
-    # The original deepseek-reasoner answers 400 when reasoning_content is in
-    # the input (api-docs.deepseek.com, guides/reasoning_model).
-    ("deepseek", "deepseek-reasoner"): "never",
+    # Empty: the R1-era deepseek-reasoner answered 400 to reasoning_content in
+    # the input (api-docs.deepseek.com, guides/reasoning_model, 2025), but
+    # since V3.2 (Dec 2025) the name is the thinking mode of the current model
+    # (V4-Flash from 2026-04-24, retired 2026-07-24), which needs it back on
+    # tool-call turns like every thinking-mode model (guides/thinking_mode).
 }
 
 _TOKEN_FIELD: Final[Mapping[str, str]] = {
@@ -254,7 +262,8 @@ def _assistant(
     text = joined_text(content, "text")
     out: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     has_reasoning = any(b["type"] == "reasoning" for b in content)
-    if (rule == "present" and has_reasoning) or (rule == "tool_turns" and calls):
+    present = rule in ("present", "present_and_tool_turns") and has_reasoning
+    if present or (rule in ("tool_turns", "present_and_tool_turns") and calls):
         out["reasoning_content"] = joined_text(content, "reasoning")
     if calls:
         out["tool_calls"] = calls
