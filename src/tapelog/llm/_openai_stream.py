@@ -2,7 +2,9 @@
 
 Frames are ``data: {json}`` ending with ``data: [DONE]``; the usage arrives in
 a last frame whose ``choices`` is empty. Tool calls stream as deltas joined by
-``index``; the first fragment carries ``id`` and ``function.name``.
+``index``; the first fragment carries ``id`` and ``function.name``. A fragment
+that brings a *different* ``id`` to an index already taken starts a new call
+(Ollama sends every call of a parallel reply whole, each with ``index: 0``).
 Unknown fields (OpenAI's ``obfuscation``, provider extensions) are ignored.
 """
 
@@ -71,6 +73,32 @@ class OpenAIStreamParser:
         self.provider = provider
         self.done = False
         self._finish: str | None = None
+        self._calls: dict[Any, tuple[str, int]] = {}  # wire index -> (call id, our index)
+        self._next_call = 0
+
+    def _call_index(self, wire_index: Any, call_id: str) -> int:
+        """Our index for a tool-call fragment: the wire's, unless that one is taken.
+
+        OpenAI numbers parallel calls 0, 1, 2... and only the first fragment
+        of each has an ``id``. Ollama's OpenAI-compatible API sends each call
+        complete in one fragment, all with ``index: 0`` (ollama/ollama#15457,
+        #15497; older versions sent no index at all, #7881): joined by index,
+        their arguments would run together into one call that is not JSON.
+        A new ``id`` at a taken index is therefore a new call.
+        """
+        known = self._calls.get(wire_index)
+        if known is not None and not (call_id and known[0] and call_id != known[0]):
+            if call_id and not known[0]:
+                self._calls[wire_index] = (call_id, known[1])
+            return known[1]
+        taken = {ours for _, ours in self._calls.values()}
+        if known is None and isinstance(wire_index, int) and wire_index not in taken:
+            ours = wire_index
+        else:
+            ours = self._next_call
+        self._next_call = max(self._next_call, ours + 1)
+        self._calls[wire_index] = (call_id, ours)
+        return ours
 
     def feed(self, event: ServerSentEvent) -> list[FrozenDict]:
         data = event.data
@@ -102,9 +130,11 @@ class OpenAIStreamParser:
         if isinstance(text, str) and text:
             out.append({"kind": "text", "text": text})
         for position, call in enumerate(delta.get("tool_calls") or ()):
-            piece: dict[str, Any] = {"kind": "tool_call", "index": call.get("index", position)}
-            if call.get("id"):
-                piece["id"] = call["id"]
+            call_id = call.get("id") if isinstance(call.get("id"), str) else ""
+            index = self._call_index(call.get("index", position), call_id)
+            piece: dict[str, Any] = {"kind": "tool_call", "index": index}
+            if call_id:
+                piece["id"] = call_id
             function = call.get("function") or {}
             if function.get("name"):
                 piece["name"] = function["name"]

@@ -1,0 +1,93 @@
+# ruff: noqa: E501  (the SSE fixtures are real one-line frames; wrapping them would change them)
+"""Streams and bodies from real servers that differ from the happy path.
+
+Each fixture is written from a provider's documented example or a reported
+real stream (the source is named at each test), sent through the real client
+over ``httpx.MockTransport``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tapelog.llm import AbortHandle, OpenAIClient, OpenAIWire, assemble_message
+
+from ._requests import TOOL_LOOP, make_request
+
+
+def _stream(content: bytes) -> httpx.AsyncClient:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=content)
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(answer))
+
+
+async def _openai_chunks(content: bytes, dialect: str = "compatible") -> list[Any]:
+    client = OpenAIClient(
+        http_client=_stream(content),
+        base_url="http://localhost:11434/v1",
+        provider=dialect,
+        wire=OpenAIWire(dialect=dialect),  # type: ignore[arg-type]
+        key_required=False,
+        env={},
+    )
+    request = make_request(TOOL_LOOP, provider=dialect)
+    return [c async for c in client.stream(request, abort=AbortHandle())]
+
+
+# Ollama's OpenAI-compatible API sends each call of a parallel reply whole, in
+# its own chunk, all with "index": 0 (ollama/ollama#15457, still so for models
+# without a registered parser: #15497).
+OLLAMA_PARALLEL_CALLS = b"""\
+data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_a1","index":0,"type":"function","function":{"name":"read","arguments":"{\\"path\\":\\"hello.py\\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_b2","index":0,"type":"function","function":{"name":"read","arguments":"{\\"path\\":\\"world.py\\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}]}
+
+data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"qwen2.5-coder:7b","system_fingerprint":"fp_ollama","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150}}
+
+data: [DONE]
+
+"""
+
+
+async def test_ollama_parallel_calls_all_at_index_0_stay_separate_calls() -> None:
+    chunks = await _openai_chunks(OLLAMA_PARALLEL_CALLS)
+    calls = [c for c in chunks if c["kind"] == "tool_call"]
+    assert [(c["index"], c["id"]) for c in calls] == [(0, "call_a1"), (1, "call_b2")]
+    message = assemble_message(chunks)
+    assert message.content == [
+        {"type": "tool_call", "id": "call_a1", "name": "read", "arguments": '{"path":"hello.py"}'},
+        {"type": "tool_call", "id": "call_b2", "name": "read", "arguments": '{"path":"world.py"}'},
+    ]
+    assert message.finish == "tool_calls"
+
+
+# OpenAI's documented shape: parallel calls numbered 0 and 1, the id only on
+# each call's first fragment, later fragments by index alone and interleaved.
+OPENAI_INTERLEAVED_CALLS = b"""\
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":""}}]},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"read","arguments":""}}]},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"path\\": \\"a\\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","function":{"arguments":"{\\"path\\": \\"b\\"}"}}]},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+"""
+
+
+async def test_openai_parallel_calls_join_by_index_when_ids_repeat_or_are_absent() -> None:
+    chunks = await _openai_chunks(OPENAI_INTERLEAVED_CALLS, dialect="openai")
+    assert [c["index"] for c in chunks if c["kind"] == "tool_call"] == [0, 1, 0, 1]
+    assert assemble_message(chunks).content == [
+        {"type": "tool_call", "id": "call_1", "name": "read", "arguments": '{"path": "a"}'},
+        {"type": "tool_call", "id": "call_2", "name": "read", "arguments": '{"path": "b"}'},
+    ]
