@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tapelog.llm import AbortHandle, OpenAIClient, OpenAIWire, assemble_message
+from tapelog.llm import AbortHandle, AnthropicClient, OpenAIClient, OpenAIWire, assemble_message
 
 from ._requests import TOOL_LOOP, make_request
 
@@ -91,3 +91,42 @@ async def test_openai_parallel_calls_join_by_index_when_ids_repeat_or_are_absent
         {"type": "tool_call", "id": "call_1", "name": "read", "arguments": '{"path": "a"}'},
         {"type": "tool_call", "id": "call_2", "name": "read", "arguments": '{"path": "b"}'},
     ]
+
+
+# Anthropic's message_delta usage is cumulative and its input-side counts are
+# nullable (MessageDeltaUsage in the SDKs: input_tokens, cache_creation_input_tokens
+# and cache_read_input_tokens are Optional[int]; the SDK's accumulator keeps the
+# message_start value when they are null). Frames as in "Streaming messages".
+ANTHROPIC_NULL_DELTA_USAGE = b"""\
+event: message_start
+data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-x","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"cache_creation_input_tokens":1000,"cache_read_input_tokens":3000,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":null,"cache_creation_input_tokens":null,"cache_read_input_tokens":null,"output_tokens":12}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"""
+
+
+async def test_anthropic_null_counts_in_message_delta_keep_the_message_start_counts() -> None:
+    client = AnthropicClient(
+        http_client=_stream(ANTHROPIC_NULL_DELTA_USAGE), env={"ANTHROPIC_API_KEY": "k"}
+    )
+    request = make_request(TOOL_LOOP, provider="anthropic")
+    chunks = [c async for c in client.stream(request, abort=AbortHandle())]
+    message = assemble_message(chunks)
+    assert message.content == [{"type": "text", "text": "Hi."}]
+    assert message.usage is not None
+    counts = {k: message.usage[k] for k in ("input", "cache_read", "cache_write", "output")}
+    assert counts == {"input": 25, "cache_read": 3000, "cache_write": 1000, "output": 12}

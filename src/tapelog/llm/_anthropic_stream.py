@@ -74,10 +74,19 @@ class AnthropicStreamParser:
 
     def _on_message_start(self, frame: Mapping[str, Any]) -> list[dict[str, Any]]:
         message = frame.get("message") or {}
-        usage = message.get("usage")
-        if isinstance(usage, dict):
-            self._usage.update(usage)
+        self._merge_usage(message.get("usage"))
         return []
+
+    def _merge_usage(self, usage: Any) -> None:
+        """Take each count that is there; a ``null`` keeps the earlier value.
+
+        ``message_delta`` usage is cumulative, but its input-side counts are
+        nullable (``MessageDeltaUsage.input_tokens: Optional[int]`` and the
+        cache counts, in Anthropic's SDKs, whose stream accumulator keeps the
+        ``message_start`` value when they are ``None``).
+        """
+        if isinstance(usage, dict):
+            self._usage.update((k, v) for k, v in usage.items() if v is not None)
 
     def _on_content_block_start(self, frame: Mapping[str, Any]) -> list[dict[str, Any]]:
         index = frame.get("index")
@@ -137,9 +146,7 @@ class AnthropicStreamParser:
         delta = frame.get("delta") or {}
         if isinstance(delta.get("stop_reason"), str):
             self._stop = delta["stop_reason"]
-        usage = frame.get("usage")
-        if isinstance(usage, dict):
-            self._usage.update(usage)  # cumulative: the last value of each count wins
+        self._merge_usage(frame.get("usage"))  # cumulative: the last value of each count wins
         return []
 
     def _on_message_stop(self, frame: Mapping[str, Any]) -> list[dict[str, Any]]:
