@@ -12,9 +12,17 @@ from typing import Any
 
 import httpx
 
-from tapelog.llm import AbortHandle, AnthropicClient, OpenAIClient, OpenAIWire, assemble_message
+from tapelog.llm import (
+    AbortHandle,
+    AnthropicClient,
+    AnthropicWire,
+    OpenAIClient,
+    OpenAIWire,
+    assemble_message,
+)
+from tapelog.log import encode
 
-from ._requests import TOOL_LOOP, make_request
+from ._requests import TOOL_LOOP, call, make_request, tool_result
 
 
 def _stream(content: bytes) -> httpx.AsyncClient:
@@ -130,3 +138,32 @@ async def test_anthropic_null_counts_in_message_delta_keep_the_message_start_cou
     assert message.usage is not None
     counts = {k: message.usage[k] for k in ("input", "cache_read", "cache_write", "output")}
     assert counts == {"input": 25, "cache_read": 3000, "cache_write": 1000, "output": 12}
+
+
+def test_anthropic_wire_leaves_out_blank_text_blocks() -> None:
+    # The Messages API answers 400 "messages: text content blocks must be
+    # non-empty" and "... must contain non-whitespace text"
+    # (anthropics/claude-code#59812, #23440), and a breakpoint on one is
+    # "cache_control cannot be set for empty text blocks" (#62379).
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": ""}]},
+        {"role": "user", "content": [{"type": "text", "text": "Show a.txt"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": " \n"}, call("c1")],
+        },
+        tool_result("c1", "hello"),
+        {"role": "user", "content": [{"type": "text", "text": "\n\n"}]},
+    ]
+    request = make_request(messages, provider="anthropic", system=None, tools=())
+    body = AnthropicWire().encode_body(request)
+    assert body == (
+        b'{"model":"m1","max_tokens":4096,"messages":['
+        b'{"role":"user","content":[{"type":"text","text":"Show a.txt",'
+        b'"cache_control":{"type":"ephemeral"}}]},'
+        b'{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"read",'
+        b'"input":{"path":"a.txt"}}]},'
+        b'{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"hello",'
+        b'"cache_control":{"type":"ephemeral"}}]}],"stream":true}'
+    )
+    assert encode(AnthropicWire().build_body(request)) == body

@@ -9,8 +9,9 @@ message before the last assistant turn -- the block that was breakpoint 3 of
 the previous loop request, so this request reads exactly where that one wrote,
 however many blocks the new step added (no reliance on the 20-block lookback).
 
-Thinking blocks cannot carry ``cache_control`` and empty text blocks are not
-cacheable, so "cacheable" skips them. docs/providers.md documents the policy.
+Thinking blocks cannot carry ``cache_control``, so "cacheable" skips them;
+blank text blocks are not sent at all (the API rejects them).
+docs/providers.md documents the policy.
 """
 
 from __future__ import annotations
@@ -332,6 +333,10 @@ def _map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Blo
 
 def _map_block(role: str, block: Mapping[str, Any], where: str) -> dict[str, Any] | None:
     btype = block["type"]
+    if btype == "text" and not block["text"].strip():
+        # The API answers 400 "messages: text content blocks must be non-empty"
+        # or "... must contain non-whitespace text"; such a block says nothing.
+        return None
     if role == "assistant" and btype == "text":
         return {"type": "text", "text": block["text"]}
     if role == "assistant" and btype == "reasoning":
