@@ -172,11 +172,13 @@ class Agent:
 
     async def run(self, prompt: str | Sequence[Mapping[str, Any]]) -> TurnResult:
         """Run one turn: the prompt, then steps until the model stops calling tools."""
+        # Built (and so validated) first: a prompt that is not lossless JSON is
+        # refused before anything is logged, not after an opened turn.
+        content = text_blocks(prompt) if isinstance(prompt, str) else freeze(list(prompt))
         self._turn += 1
         turn = self._turn
         session = self.session
         session.append("turn/start", {"turn": turn})
-        content = text_blocks(prompt) if isinstance(prompt, str) else freeze(list(prompt))
         session.append(
             "user/message", {"content": content, "source": {"kind": "user"}}, surface_op="append"
         )

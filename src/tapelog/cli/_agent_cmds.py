@@ -105,7 +105,23 @@ def _system_text(system: str | None, system_file: Path | None) -> str | None:
     return system
 
 
+def _check_utf8(value: str | None, param: str) -> None:
+    """Refuse text the shell passed as bytes that are not UTF-8 (Python keeps
+    them as lone surrogates, which no log can hold), before anything is stored."""
+    if value is not None and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise click.BadParameter(
+                "not valid UTF-8 text (the shell passed bytes in another encoding); "
+                "set the terminal or the file to UTF-8 and try again.",
+                param_hint=param,
+            ) from None
+
+
 async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
+    for name in ("session_id", "provider", "model", "base_url", "system"):
+        _check_utf8(opts[name], "--" + name.replace("_id", "").replace("_", "-"))
     store = open_store(opts["store"])
     session, writer, resumed = open_session(store, opts["session_id"])
     try:
@@ -149,6 +165,7 @@ async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
 @_agent_options
 def run_cmd(prompt: str, **opts: Any) -> None:
     """Run one turn of PROMPT and print the answer and a usage line."""
+    _check_utf8(prompt, "PROMPT")
 
     async def body(agent: Agent) -> None:
         loop = asyncio.get_running_loop()
@@ -204,6 +221,15 @@ def chat_cmd(**opts: Any) -> None:
                 if prompt is None:
                     return
                 if not prompt.strip():
+                    continue
+                try:
+                    _check_utf8(prompt, "prompt")
+                except click.BadParameter:
+                    click.echo(
+                        "error: that prompt is not valid UTF-8 text (nothing was logged); "
+                        "set the terminal to UTF-8 and type it again",
+                        err=True,
+                    )
                     continue
                 if prompt.strip() == "/compact":
                     done = await agent.compact()

@@ -1,0 +1,65 @@
+"""Bad input on the command line: one readable line (or click's usage error),
+the right exit code, and nothing logged or left behind that the input did not earn.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from tapelog.cli import cli
+
+TAPELOG = str(Path(sys.executable).with_name("tapelog"))
+BAD = "\udcff"  # how Python hands over an argv byte that is not UTF-8
+
+
+def _invoke(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), obj={"debug": False}, input=input)
+
+
+def _store_files(store: Path) -> list[str]:
+    return sorted(p.name for p in store.glob("*.jsonl")) if store.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("args", "param"),
+    [
+        (["run", "caf" + BAD], "PROMPT"),
+        (["run", "hi", "--system", BAD], "--system"),
+        (["run", "hi", "--model", BAD], "--model"),
+    ],
+)
+def test_text_that_is_not_utf8_is_a_usage_error_and_stores_nothing(
+    tmp_path: Path, args: list[str], param: str
+) -> None:
+    store = tmp_path / "store"
+    result = _invoke(*args, "--tools", "none", "--session", "s", "--store", str(store))
+    assert result.exit_code == 2
+    assert f"Invalid value for {param}: not valid UTF-8 text" in result.output
+    assert "set the terminal or the file to UTF-8" in result.output
+    assert _store_files(store) == []
+
+
+def test_chat_skips_a_line_that_is_not_utf8_and_goes_on(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [TAPELOG, "chat", "--tools", "none", "--session", "c", "--store", str(store)],
+        input=b"one\n\xff\xfe\ntwo\n",
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8:surrogateescape"},
+        timeout=60,
+        check=False,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 0, err
+    assert "error: that prompt is not valid UTF-8 text (nothing was logged)" in err
+    assert b"ok: one" in done.stdout
+    assert b"ok: two" in done.stdout
+    assert "Traceback" not in err
+    log = (store / "c.jsonl").read_text()
+    assert log.count('"type":"turn/start"') == 2
