@@ -167,3 +167,28 @@ def test_anthropic_wire_leaves_out_blank_text_blocks() -> None:
         b'"cache_control":{"type":"ephemeral"}}]}],"stream":true}'
     )
     assert encode(AnthropicWire().build_body(request)) == body
+
+
+async def test_anthropic_context_window_stop_is_a_cut_reply_like_max_tokens() -> None:
+    # stop_reason "model_context_window_exceeded" (docs.anthropic.com, "Handling
+    # stop reasons"): generation stopped because the window filled, possibly
+    # inside a tool_use whose JSON is then incomplete. As "error" the loop
+    # would run that call and log arguments no later request could encode.
+    stream = ANTHROPIC_NULL_DELTA_USAGE.split(b"event: content_block_start")[0] + (
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"tool_use","id":"t1","name":"read","input":{}}}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"input_json_delta","partial_json":"{\\"path\\": \\"a."}}\n\n'
+        b'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+        b'"model_context_window_exceeded","stop_sequence":null},"usage":{"output_tokens":9}}\n\n'
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+    )
+    client = AnthropicClient(http_client=_stream(stream), env={"ANTHROPIC_API_KEY": "k"})
+    request = make_request(TOOL_LOOP, provider="anthropic")
+    chunks = [c async for c in client.stream(request, abort=AbortHandle())]
+    assert chunks[-1] == {
+        "kind": "finish",
+        "reason": "max_tokens",
+        "raw": "model_context_window_exceeded",
+    }

@@ -26,6 +26,10 @@ _FINISH: Final[Mapping[str, str]] = {
     "stop_sequence": "stop",
     "tool_use": "tool_calls",
     "max_tokens": "max_tokens",
+    # The reply was cut because the context window filled up (Claude Sonnet
+    # 4.5 and later, docs.anthropic.com "Handling stop reasons"): cut like
+    # max_tokens, so a tool_use it stopped inside must not run.
+    "model_context_window_exceeded": "max_tokens",
 }
 
 _RETRYABLE_ERRORS: Final = frozenset(
