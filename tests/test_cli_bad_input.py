@@ -63,3 +63,19 @@ def test_chat_skips_a_line_that_is_not_utf8_and_goes_on(tmp_path: Path) -> None:
     assert "Traceback" not in err
     log = (store / "c.jsonl").read_text()
     assert log.count('"type":"turn/start"') == 2
+
+
+def test_a_system_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    system = tmp_path / "system.txt"
+    system.write_bytes(b"Be terse.\n\xff\n")
+    store = tmp_path / "store"
+    result = _invoke(
+        "run", "hi", "--tools", "none", "--system-file", str(system), "--store", str(store)
+    )
+    assert result.exit_code == 2
+    assert (
+        f"Invalid value for --system-file: {system} is not UTF-8 text (byte 10 cannot be "
+        "decoded); save it as UTF-8 and try again."
+    ) in " ".join(result.output.split())
+    assert "bug" not in result.output
+    assert _store_files(store) == []

@@ -101,7 +101,14 @@ def _system_text(system: str | None, system_file: Path | None) -> str | None:
     if system is not None and system_file is not None:
         raise click.UsageError("give --system or --system-file, not both")
     if system_file is not None:
-        return system_file.read_text(encoding="utf-8")
+        try:
+            return system_file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise click.BadParameter(
+                f"{system_file} is not UTF-8 text (byte {exc.start} cannot be decoded); "
+                "save it as UTF-8 and try again.",
+                param_hint="--system-file",
+            ) from None
     return system
 
 
