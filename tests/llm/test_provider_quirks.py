@@ -192,3 +192,25 @@ async def test_anthropic_context_window_stop_is_a_cut_reply_like_max_tokens() ->
         "reason": "max_tokens",
         "raw": "model_context_window_exceeded",
     }
+
+
+# OpenAI chat completion chunk object: delta.refusal carries a refusal while
+# delta.content stays null.
+OPENAI_REFUSAL = b"""\
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""},"logprobs":null,"finish_reason":null}],"obfuscation":"x"}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"refusal":"I can't help "},"logprobs":null,"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"refusal":"with that."},"logprobs":null,"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}
+
+data: [DONE]
+
+"""
+
+
+async def test_openai_refusal_arrives_as_text() -> None:
+    message = assemble_message(await _openai_chunks(OPENAI_REFUSAL, dialect="openai"))
+    assert message.content == [{"type": "text", "text": "I can't help with that."}]
+    assert message.finish == "stop"

@@ -129,6 +129,11 @@ class OpenAIStreamParser:
         text = delta.get("content")
         if isinstance(text, str) and text:
             out.append({"kind": "text", "text": text})
+        # OpenAI streams a safety refusal in delta.refusal with content null
+        # (chat completion chunk object); it is the reply the user must see.
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            out.append({"kind": "text", "text": refusal})
         for position, call in enumerate(delta.get("tool_calls") or ()):
             call_id = call.get("id") if isinstance(call.get("id"), str) else ""
             index = self._call_index(call.get("index", position), call_id)
