@@ -79,3 +79,25 @@ def test_a_system_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None
     ) in " ".join(result.output.split())
     assert "bug" not in result.output
     assert _store_files(store) == []
+
+
+@pytest.mark.parametrize("model", [[], ["--model", "m"]])
+def test_an_unknown_provider_is_named_with_the_known_ones(tmp_path: Path, model: list[str]) -> None:
+    store = tmp_path / "store"
+    result = _invoke("run", "hi", "--provider", "nope", *model, "--store", str(store))
+    assert result.exit_code == 2
+    assert (
+        "Invalid value for --provider: 'nope' is not a known provider; use one of "
+        "anthropic, compatible, deepseek, emulator, local, openai."
+    ) in result.output
+    assert "default model" not in result.output
+    assert _store_files(store) == []
+
+
+def test_an_unknown_provider_in_the_environment_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAPELOG_PROVIDER", "nope")
+    result = _invoke("run", "hi", "--store", str(tmp_path / "store"))
+    assert result.exit_code == 2
+    assert "Invalid value for $TAPELOG_PROVIDER: 'nope' is not a known provider" in result.output

@@ -16,7 +16,7 @@ import click
 import httpx
 
 from tapelog.emulator import Emulator
-from tapelog.llm import DEFAULT_MODELS, make_client
+from tapelog.llm import DEFAULT_MODELS, PROVIDERS, make_client
 from tapelog.llm._types import ProviderClient
 from tapelog.log import LlmCallConfig, Session
 from tapelog.store import SessionStore, SessionWriter, validate_session_id
@@ -74,6 +74,17 @@ def resolve_provider(
                 "using the offline emulator",
                 err=True,
             )
+    if name not in PROVIDERS:
+        if provider:
+            where = "--provider"
+        elif os.environ.get("TAPELOG_PROVIDER"):
+            where = "$TAPELOG_PROVIDER"
+        else:
+            where = "the session's provider (pass --provider)"
+        raise click.BadParameter(
+            f"{name!r} is not a known provider; use one of {', '.join(sorted(PROVIDERS))}.",
+            param_hint=where,
+        )
     if model is None:
         model = folded.model if folded is not None and folded.provider == name else None
     if model is None:
