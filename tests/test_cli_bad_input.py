@@ -101,3 +101,19 @@ def test_an_unknown_provider_in_the_environment_names_the_variable(
     result = _invoke("run", "hi", "--store", str(tmp_path / "store"))
     assert result.exit_code == 2
     assert "Invalid value for $TAPELOG_PROVIDER: 'nope' is not a known provider" in result.output
+
+
+@pytest.mark.parametrize("command", ["show", "verify", "requests", "cache", "report"])
+@pytest.mark.parametrize(
+    ("target", "why"), [("", "it is empty"), ("a" * 300, "it is 300 characters long")]
+)
+def test_an_empty_or_overlong_session_target_is_an_invalid_id(
+    tmp_path: Path, command: str, target: str, why: str
+) -> None:
+    extra = ["-o", str(tmp_path / "r.html")] if command == "report" else []
+    result = _invoke(command, target, "--store", str(tmp_path / "store"), *extra)
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: invalid session id '")
+    assert f"': {why}; a session id is 1 to 128 characters" in lines[0]

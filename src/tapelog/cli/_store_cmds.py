@@ -38,10 +38,16 @@ def _resolve(target: str) -> tuple[Path | None, str | None]:
     An existing file wins whatever the store is, so a log copied off another
     machine is read where it lies.
     """
+    if not target:
+        return None, target  # not the current directory: the store says why '' is no id
     path = Path(target)
-    if path.is_file():
+    try:
+        is_file, is_dir = path.is_file(), path.is_dir()
+    except OSError:  # a name the file system refuses (too long): no file by that name
+        is_file = is_dir = False
+    if is_file:
         return path, None
-    if path.is_dir():
+    if is_dir:
         raise StoreError(f"{target} is a directory; give a session id or a session file")
     if os.sep in target or target.endswith(".jsonl"):
         raise SessionNotFoundError(f"no session file at {target}; check the path")
