@@ -5,10 +5,14 @@ the right exit code, and nothing logged or left behind that the input did not ea
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -117,3 +121,41 @@ def test_an_empty_or_overlong_session_target_is_an_invalid_id(
     assert len(lines) == 1
     assert lines[0].startswith("error: invalid session id '")
     assert f"': {why}; a session id is 1 to 128 characters" in lines[0]
+
+
+def test_emulator_on_a_busy_port_is_one_usage_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _invoke("emulator", "--port", str(port))
+    assert result.exit_code == 2
+    assert (
+        f"Invalid value for --port: cannot listen on 127.0.0.1 port {port} (Address already "
+        "in use); stop what uses it or pick another port (0 picks a free one)."
+    ) in " ".join(result.output.split())
+    assert "emulator   http" not in result.output  # no URL of a server that never ran
+
+
+def test_emulator_port_0_prints_the_port_it_listens_on() -> None:
+    with subprocess.Popen(
+        [TAPELOG, "emulator", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline().decode()
+            assert first.startswith("emulator   http://127.0.0.1:")
+            url = first.split()[1].removesuffix("/v1")
+            assert not url.endswith(":0")
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    answer = httpx.get(f"{url}/health", timeout=2)
+                    break
+                except httpx.ConnectError:
+                    assert time.monotonic() < deadline, "the emulator did not answer"
+                    time.sleep(0.05)
+            assert answer.json() == {"ok": True}
+        finally:
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=10) == 0
