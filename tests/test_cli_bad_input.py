@@ -159,3 +159,25 @@ def test_emulator_port_0_prints_the_port_it_listens_on() -> None:
         finally:
             proc.send_signal(signal.SIGINT)
             assert proc.wait(timeout=10) == 0
+
+
+def test_resuming_a_torn_log_warns_once(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = _invoke("run", "one", "--tools", "none", "--session", "t", "--store", str(store))
+    assert first.exit_code == 0, first.output
+    log = store / "t.jsonl"
+    whole = log.read_bytes()
+    log.write_bytes(whole[:-30])  # the last line cut, as a crash mid-write leaves it
+    # A real process: pytest's own log handler would hide a second, bare print.
+    done = subprocess.run(
+        [TAPELOG, "run", "two", "--tools", "none", "--session", "t", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    torn = [line for line in done.stderr.splitlines() if "dropped an incomplete final line" in line]
+    assert len(torn) == 1
+    assert torn[0].startswith("warning: session t (")
+    assert log.read_bytes().startswith(whole[: whole.rindex(b"\n", 0, len(whole) - 1) + 1])

@@ -7,6 +7,7 @@ Errors a user can cause print one readable line (no traceback unless
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +18,8 @@ from tapelog.cli import _common
 
 __all__ = ["cli", "main"]
 
+_QUIET = logging.NullHandler()
+
 
 @click.group(cls=_common.DebugGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tapelog")
@@ -26,6 +29,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
     """tapelog: LLM agents whose session log is the single source of truth."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = ctx.obj.get("debug", False) or debug
+    # Commands print the library's warnings themselves (as ``warning: ...``);
+    # without a handler, logging's last resort would print each one again, bare.
+    logging.getLogger("tapelog").addHandler(_QUIET)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
