@@ -181,3 +181,15 @@ def test_resuming_a_torn_log_warns_once(tmp_path: Path) -> None:
     assert len(torn) == 1
     assert torn[0].startswith("warning: session t (")
     assert log.read_bytes().startswith(whole[: whole.rindex(b"\n", 0, len(whole) - 1) + 1])
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://host/v1", "http:///v1", "127.0.0.1:8765/v1"])
+def test_a_base_url_that_is_no_http_url_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    store = tmp_path / "store"
+    result = _invoke("run", "hi", "--tools", "none", "--base-url", url, "--store", str(store))
+    assert result.exit_code == 2
+    assert (
+        f"Invalid value for --base-url: {url!r} is not an http:// or https:// URL with a "
+        "host; give the provider's base URL, e.g. http://127.0.0.1:8765/v1."
+    ) in " ".join(result.output.split())
+    assert _store_files(store) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import signal
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -126,9 +127,24 @@ def _check_utf8(value: str | None, param: str) -> None:
             ) from None
 
 
+def _check_base_url(url: str | None) -> None:
+    """A URL no HTTP client can reach is a usage error now, not four retried
+    "connection failed" attempts logged as if the network were down."""
+    if url is None:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise click.BadParameter(
+            f"{url!r} is not an http:// or https:// URL with a host; give the provider's "
+            "base URL, e.g. http://127.0.0.1:8765/v1.",
+            param_hint="--base-url",
+        )
+
+
 async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
     for name in ("session_id", "provider", "model", "base_url", "system"):
         _check_utf8(opts[name], "--" + name.replace("_id", "").replace("_", "-"))
+    _check_base_url(opts["base_url"])
     store = open_store(opts["store"])
     session, writer, resumed = open_session(store, opts["session_id"])
     try:
