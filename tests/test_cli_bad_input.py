@@ -193,3 +193,13 @@ def test_a_base_url_that_is_no_http_url_is_a_usage_error(tmp_path: Path, url: st
         "host; give the provider's base URL, e.g. http://127.0.0.1:8765/v1."
     ) in " ".join(result.output.split())
     assert _store_files(store) == []
+
+
+def test_fork_with_an_empty_id_is_refused(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = _invoke("run", "one", "--tools", "none", "--session", "p", "--store", str(store))
+    assert first.exit_code == 0, first.output
+    result = _invoke("fork", "p", "--at", "9", "--id", "", "--store", str(store))
+    assert result.exit_code == 2
+    assert result.output.startswith("error: invalid session id '': it is empty; ")
+    assert _store_files(store) == ["p.jsonl"]

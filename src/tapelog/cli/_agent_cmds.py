@@ -22,6 +22,7 @@ from tapelog.cli._store_cmds import load_target
 from tapelog.cli._stores import open_store
 from tapelog.llm import usage_prompt_tokens, wire_named
 from tapelog.log import encode
+from tapelog.store import validate_session_id
 
 __all__ = ["COMMANDS"]
 
@@ -345,6 +346,8 @@ def requests_cmd(
 @store_option
 def fork_cmd(target: str, at: int, new_id: str | None, store: str | None) -> None:
     """Fork a session at seq AT into a new stored session."""
+    if new_id is not None:
+        validate_session_id(new_id)  # an empty --id is a mistake, not "generate one"
     session = load_target(target, store)
     child = session.fork(at, id=new_id)
     with open_store(store).create(child):
