@@ -203,3 +203,38 @@ def test_fork_with_an_empty_id_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.output.startswith("error: invalid session id '': it is empty; ")
     assert _store_files(store) == ["p.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("missing/r.html", "(No such file or directory); create its directory first, or give "
+         "another path."),
+        (".", "(Is a directory); name a file, not a directory."),
+        ("afile/r.html", "(Not a directory); give another path."),
+    ],
+)  # fmt: skip
+def test_report_to_a_path_that_cannot_be_written_is_one_line(
+    tmp_path: Path, where: str, expected: str
+) -> None:
+    store = tmp_path / "store"
+    first = _invoke("run", "one", "--tools", "none", "--session", "r", "--store", str(store))
+    assert first.exit_code == 0, first.output
+    (tmp_path / "afile").write_text("x")
+    output = tmp_path / where
+    result = _invoke("report", "r", "--store", str(store), "-o", str(output))
+    assert result.exit_code == 2
+    assert result.output == f"error: cannot write {output} {expected}\n"
+
+
+def test_requests_out_under_a_file_is_one_line(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = _invoke("run", "one", "--tools", "none", "--session", "q", "--store", str(store))
+    assert first.exit_code == 0, first.output
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "bodies"
+    result = _invoke("requests", "q", "--store", str(store), "--out", str(out))
+    assert result.exit_code == 2
+    assert result.output.endswith(
+        f"error: cannot write {out / '0001.json'} (Not a directory); give another path.\n"
+    )

@@ -380,7 +380,9 @@ def test_an_unwritable_output_is_one_line_and_exit_2(
     root, session_id = stored
     result = run("report", session_id, "--store", str(root), "-o", str(tmp_path))
     assert result.exit_code == 2
-    assert result.output == f"error: Is a directory: {tmp_path}\n"
+    assert result.output == (
+        f"error: cannot write {tmp_path} (Is a directory); name a file, not a directory.\n"
+    )
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from tapelog.agent import Agent, TurnResult, fs_tools
 from tapelog.audit import encode_request, rebuild_requests
-from tapelog.cli._common import store_option
+from tapelog.cli._common import store_option, write_output
 from tapelog.cli._setup import open_session, resolve_provider
 from tapelog.cli._store_cmds import load_target
 from tapelog.cli._stores import open_store
@@ -295,14 +295,12 @@ def requests_cmd(
     session = load_target(target, store)
     rebuilt = rebuild_requests(session.events, session_id=session.id)
     rows: list[dict[str, Any]] = []
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
     for item in rebuilt:
         body = encode_request(
             item.request, wire=wire_named(wire, item.request.config) if wire else None
         )
         if out is not None:
-            (out / f"{item.index:04d}.json").write_bytes(body)
+            write_output(out / f"{item.index:04d}.json", body, mkdir=True)
         rows.append(
             {
                 "index": item.index,

@@ -7,14 +7,16 @@ user sees one line ``error: ...``, never a traceback.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 import click
 
 from tapelog._errors import TapelogError
 
-__all__ = ["DebugGroup", "store_option"]
+__all__ = ["DebugGroup", "OneLineError", "store_option", "write_output"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,6 +32,32 @@ def store_option(func: F) -> F:
         "postgresql://USER@HOST/DBNAME[?schema=NAME] (default: $TAPELOG_STORE, "
         "else ~/.local/share/tapelog/sessions).",
     )(func)
+
+
+def write_output(path: Path, data: bytes, *, mkdir: bool = False) -> None:
+    """Write a file the user named (with its directory when ``mkdir``); a path
+    that cannot be written is one line naming it and what to do."""
+    try:
+        if mkdir:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            hint = "create its directory first, or give another path"
+        elif exc.errno == errno.EISDIR:
+            hint = "name a file, not a directory"
+        else:
+            hint = "give another path"
+        raise OneLineError(f"cannot write {path} ({exc.strerror or exc}); {hint}.") from None
+
+
+class OneLineError(click.ClickException):
+    """An error click reports as the one line ``error: ...`` with exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
 
 
 class DebugGroup(click.Group):

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tapelog.audit import render_report
-from tapelog.cli._common import store_option
+from tapelog.cli._common import store_option, write_output
 from tapelog.cli._store_cmds import load_target
 
 __all__ = ["COMMANDS"]
@@ -31,7 +31,7 @@ def report_cmd(target: str, store: str | None, output: Path) -> None:
     """
     session = load_target(target, store)
     html = render_report(session).encode("utf-8")
-    output.write_bytes(html)
+    write_output(output, html)
     requests = sum(1 for e in session.events if e.type == "step/start")
     click.echo(f"wrote {output} ({requests} request(s), {len(html) / 1024:.0f} KiB)")
 
