@@ -5,6 +5,7 @@ the right exit code, and nothing logged or left behind that the input did not ea
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -238,3 +239,20 @@ def test_requests_out_under_a_file_is_one_line(tmp_path: Path) -> None:
     assert result.output.endswith(
         f"error: cannot write {out / '0001.json'} (Not a directory); give another path.\n"
     )
+
+
+def test_an_unreadable_session_does_not_squeeze_the_sessions_table(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = _invoke("run", "one", "--tools", "none", "--session", "fine", "--store", str(store))
+    assert first.exit_code == 0, first.output
+    header = (store / "fine.jsonl").read_text().splitlines()[0]
+    (store / "old.jsonl").write_text(header.replace('"format_version":0', '"format_version":7'))
+    result = CliRunner().invoke(
+        cli, ["sessions", "--store", str(store)], obj={"debug": False}, env={"COLUMNS": "100"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "created (UTC)" in result.output
+    assert "events" in result.output
+    fine = next(line for line in result.output.splitlines() if " fine " in line)
+    assert re.search(r"│ \d{4}-\d\d-\d\d \d\d:\d\d:\d\d │ +\d+ │", fine), fine
+    assert "unreadable" in result.output

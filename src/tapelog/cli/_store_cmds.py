@@ -268,10 +268,12 @@ def sessions_cmd(store: str | None, as_json: bool) -> None:
         click.echo(f"no sessions in {store_label(opened)}")
         return
     table = Table(title=Text(f"sessions in {store_label(opened)}"), title_justify="left")
+    # The date columns keep their width; an unreadable session's reason
+    # (in "last event") wraps instead of squeezing every other column away.
     table.add_column("id", no_wrap=True)
-    table.add_column("created (UTC)", no_wrap=True)
-    table.add_column("events", justify="right", no_wrap=True)
-    table.add_column("last event (UTC)", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True, min_width=19)
+    table.add_column("events", justify="right", no_wrap=True, min_width=6)
+    table.add_column("last event (UTC)", min_width=19)
     table.add_column("parent")
     for s in summaries:
         if s.error is not None:
