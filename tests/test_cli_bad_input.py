@@ -256,3 +256,15 @@ def test_an_unreadable_session_does_not_squeeze_the_sessions_table(tmp_path: Pat
     fine = next(line for line in result.output.splitlines() if " fine " in line)
     assert re.search(r"│ \d{4}-\d\d-\d\d \d\d:\d\d:\d\d │ +\d+ │", fine), fine
     assert "unreadable" in result.output
+
+
+def test_diff_on_a_session_without_requests_says_so(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "new.jsonl").write_text('{"format_version":0,"id":"new","created":1}\n')
+    result = _invoke("diff", "new", "1", "1", "--store", str(store))
+    assert result.exit_code == 2
+    assert result.output == (
+        "error: request 1 does not exist: the session has no loop requests yet; "
+        "run a turn first (see `tapelog show`).\n"
+    )

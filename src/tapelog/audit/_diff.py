@@ -246,6 +246,11 @@ def request_diff(
                 [s for s, _ in request.nodes],
             )
     for n in (a, b):
+        if n not in found and count == 0:
+            raise LogError(
+                f"request {n} does not exist: the session has no loop requests yet; "
+                "run a turn first (see `tapelog show`)."
+            )
         if n not in found:
             raise LogError(
                 f"request {n} does not exist: the session has {count} loop request(s); "
