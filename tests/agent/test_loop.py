@@ -199,7 +199,10 @@ async def test_a_non_retryable_error_ends_the_turn_with_its_status() -> None:
     assert result.reason["kind"] == "error"
     assert result.reason["error"]["status"] == 400
     assert "bad request body" in result.reason["error"]["message"]
-    assert types_of(agent.session)[-2:] == ["step/end", "turn/end"]
+    assert types_of(agent.session)[-3:] == ["assistant/message", "step/end", "turn/end"]
+    message = agent.session.events[-3]
+    assert message.data["content"] == []
+    assert message.data["interrupted"] is True
 
 
 async def test_a_bad_tool_argument_becomes_an_error_result_and_the_loop_goes_on() -> None:

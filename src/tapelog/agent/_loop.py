@@ -337,6 +337,23 @@ class Agent:
                 if handle.aborted:
                     break
                 if not exc.retryable or attempt >= self.retry.max_attempts:
+                    # Every step gets exactly one assistant/message: an empty,
+                    # interrupted one when the provider never answered (what a
+                    # failed attempt streamed stays in its chunks only).
+                    self.session.append(
+                        "assistant/message",
+                        {
+                            "turn": turn,
+                            "step": step,
+                            "content": [],
+                            "source": {
+                                "provider": request.config.provider,
+                                "model": request.config.model,
+                            },
+                            "interrupted": True,
+                        },
+                        surface_op="append",
+                    )
                     raise
                 delay = self.retry.delay(attempt)
                 self._log_attempt_error(turn, step, exc, attempt=attempt, retry_in=delay)
