@@ -268,3 +268,12 @@ def test_diff_on_a_session_without_requests_says_so(tmp_path: Path) -> None:
         "error: request 1 does not exist: the session has no loop requests yet; "
         "run a turn first (see `tapelog show`).\n"
     )
+
+
+@pytest.mark.parametrize("prompt", ["", "  \n"])
+def test_run_with_an_empty_prompt_is_a_usage_error(tmp_path: Path, prompt: str) -> None:
+    store = tmp_path / "store"
+    result = _invoke("run", prompt, "--tools", "none", "--store", str(store))
+    assert result.exit_code == 2
+    assert "Invalid value for PROMPT: it is empty; give the text to send." in result.output
+    assert _store_files(store) == []

@@ -190,6 +190,8 @@ async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
 def run_cmd(prompt: str, **opts: Any) -> None:
     """Run one turn of PROMPT and print the answer and a usage line."""
     _check_utf8(prompt, "PROMPT")
+    if not prompt.strip():  # as chat skips an empty line; providers refuse empty text
+        raise click.BadParameter("it is empty; give the text to send.", param_hint="PROMPT")
 
     async def body(agent: Agent) -> None:
         loop = asyncio.get_running_loop()
