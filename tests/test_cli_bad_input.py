@@ -277,3 +277,19 @@ def test_run_with_an_empty_prompt_is_a_usage_error(tmp_path: Path, prompt: str) 
     assert result.exit_code == 2
     assert "Invalid value for PROMPT: it is empty; give the text to send." in result.output
     assert _store_files(store) == []
+
+
+def test_a_directory_named_like_the_session_does_not_hide_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store"
+    first = _invoke("run", "one", "--tools", "none", "--session", "notes", "--store", str(store))
+    assert first.exit_code == 0, first.output
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes").mkdir()  # e.g. the workspace the session works on
+    shown = _invoke("verify", "notes", "--store", str(store))
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.startswith("ok: notes: ")
+    here = _invoke("verify", ".", "--store", str(store))
+    assert here.exit_code == 2
+    assert here.output == "error: . is a directory; give a session id or a session file\n"

@@ -20,11 +20,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tapelog._errors import CorruptLogError, SessionNotFoundError, StoreError
+from tapelog._errors import (
+    CorruptLogError,
+    InvalidSessionIdError,
+    SessionNotFoundError,
+    StoreError,
+)
 from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store, store_label
 from tapelog.log import Event, Session, encode_str
-from tapelog.store import read_session_file, verify_jsonl
+from tapelog.store import read_session_file, validate_session_id, verify_jsonl
 
 __all__ = ["COMMANDS", "load_target"]
 
@@ -47,11 +52,19 @@ def _resolve(target: str) -> tuple[Path | None, str | None]:
         is_file = is_dir = False
     if is_file:
         return path, None
-    if is_dir:
+    if is_dir and not _is_session_id(target):  # a directory named like an id hides no session
         raise StoreError(f"{target} is a directory; give a session id or a session file")
     if os.sep in target or target.endswith(".jsonl"):
         raise SessionNotFoundError(f"no session file at {target}; check the path")
     return None, target
+
+
+def _is_session_id(text: str) -> bool:
+    try:
+        validate_session_id(text)
+    except InvalidSessionIdError:
+        return False
+    return True
 
 
 def load_target(target: str, store: str | None) -> Session:
