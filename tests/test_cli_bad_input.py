@@ -50,13 +50,14 @@ def test_text_that_is_not_utf8_is_a_usage_error_and_stores_nothing(
     assert _store_files(store) == []
 
 
-def test_chat_skips_a_line_that_is_not_utf8_and_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("errors", ["surrogateescape", "strict"])  # C.UTF-8 / en_US.UTF-8
+def test_chat_skips_a_line_that_is_not_utf8_and_goes_on(tmp_path: Path, errors: str) -> None:
     store = tmp_path / "store"
     done = subprocess.run(
         [TAPELOG, "chat", "--tools", "none", "--session", "c", "--store", str(store)],
         input=b"one\n\xff\xfe\ntwo\n",
         capture_output=True,
-        env={**os.environ, "PYTHONIOENCODING": "utf-8:surrogateescape"},
+        env={**os.environ, "PYTHONIOENCODING": f"utf-8:{errors}"},
         timeout=60,
         check=False,
     )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import signal
+import sys
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
@@ -239,6 +241,10 @@ def chat_cmd(**opts: Any) -> None:
 
     async def body(agent: Agent) -> None:
         loop = asyncio.get_running_loop()
+        if isinstance(sys.stdin, io.TextIOWrapper):
+            # Bytes that are not UTF-8 reach _check_utf8 as one refused line,
+            # instead of failing the read of everything buffered with them.
+            sys.stdin.reconfigure(errors="surrogateescape")
         click.echo(f"session {agent.session.id} · Ctrl-C aborts a turn · Ctrl-D exits", err=True)
         loop.add_signal_handler(signal.SIGINT, idle_interrupt)
         try:
