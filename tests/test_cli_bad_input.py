@@ -294,3 +294,21 @@ def test_a_directory_named_like_the_session_does_not_hide_it(
     here = _invoke("verify", ".", "--store", str(store))
     assert here.exit_code == 2
     assert here.output == "error: . is a directory; give a session id or a session file\n"
+
+
+@pytest.mark.parametrize("kind", ["broken link", "directory"])
+def test_a_non_file_where_a_new_session_goes_is_named(tmp_path: Path, kind: str) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    blocker = store / "b.jsonl"
+    if kind == "directory":
+        blocker.mkdir()
+    else:
+        blocker.symlink_to(tmp_path / "nowhere")
+    result = _invoke("run", "hi", "--tools", "none", "--session", "b", "--store", str(store))
+    assert result.exit_code == 2
+    assert result.output.endswith(
+        f"error: {blocker} is in the way of session b: it is not a session file (a directory, "
+        "a broken link or a special file); move it away or choose another id\n"
+    )
+    assert not (tmp_path / "nowhere").exists()

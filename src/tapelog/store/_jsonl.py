@@ -151,7 +151,13 @@ class JsonlStore(SessionStore):
 
     def create(self, session: Session) -> JsonlWriter:
         path = self.path(session.id)
-        if path.exists():
+        if path.is_symlink() or path.exists():
+            if not path.is_file():  # no session is there, so "it exists" would mislead
+                raise StoreError(
+                    f"{path} is in the way of session {session.id}: it is not a session file "
+                    "(a directory, a broken link or a special file); move it away or "
+                    "choose another id"
+                )
             raise _exists(session.id, self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         lock = WriteLock.acquire(self._lock_path(session.id), session.id)
