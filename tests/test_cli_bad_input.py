@@ -312,3 +312,18 @@ def test_a_non_file_where_a_new_session_goes_is_named(tmp_path: Path, kind: str)
         "a broken link or a special file); move it away or choose another id\n"
     )
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_verify_of_an_open_turn_does_not_claim_the_writer_stopped(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "o.jsonl").write_text(
+        '{"format_version":0,"id":"o","created":1}\n'
+        '{"seq":0,"time":1,"type":"turn/start","data":{"turn":1}}\n'
+    )
+    result = _invoke("verify", "o", "--store", str(store))
+    assert result.exit_code == 0
+    assert (
+        "note: turn 1 is still open at the end of the log (a writer is still running it, or "
+        "stopped mid-turn); if none is, resuming the session closes it with interrupted events"
+    ) in result.output

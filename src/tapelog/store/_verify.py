@@ -106,8 +106,9 @@ def verify_jsonl(data: bytes, *, expected_id: str | None = None) -> VerifyReport
         turn = open_turn_at(session.events, len(session) - 1)
         if turn is not None:
             notes.append(
-                f"turn {turn} is still open at the end of the log (the writer stopped "
-                "mid-turn); resuming the session closes it with interrupted events"
+                f"turn {turn} is still open at the end of the log (a writer is still "
+                "running it, or stopped mid-turn); if none is, resuming the session closes "
+                "it with interrupted events"
             )
     valid = not problems and session is not None
     return VerifyReport(
