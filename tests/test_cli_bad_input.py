@@ -327,3 +327,19 @@ def test_verify_of_an_open_turn_does_not_claim_the_writer_stopped(tmp_path: Path
         "note: turn 1 is still open at the end of the log (a writer is still running it, or "
         "stopped mid-turn); if none is, resuming the session closes it with interrupted events"
     ) in result.output
+
+
+def test_a_header_without_format_version_is_not_called_version_none(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "h.jsonl").write_text('{"id":"h","created":1}\n')
+    shown = _invoke("show", "h", "--store", str(store))
+    assert shown.exit_code == 2
+    assert shown.output == (
+        f"error: session h ({store / 'h.jsonl'}): line 1: the header has no format_version; "
+        "this is not a tapelog session log (its first line must be the header tapelog "
+        "writes)\n"
+    )
+    checked = _invoke("verify", "h", "--store", str(store))
+    assert checked.exit_code == 1
+    assert "line 1: the header has no format_version" in checked.output

@@ -68,6 +68,12 @@ def info_from_header(obj: Any) -> SessionInfo:
     if not isinstance(obj, Mapping):
         raise CorruptLogError("the header must be a JSON object", line=1)
     version = obj.get("format_version")
+    if "format_version" not in obj:  # not a tapelog header at all, not a future one
+        raise CorruptLogError(
+            "the header has no format_version; this is not a tapelog session log "
+            "(its first line must be the header tapelog writes)",
+            line=1,
+        )
     if version != SESSION_FORMAT_VERSION or type(version) is not int:
         raise FormatVersionError(
             f"the session is stored in format version {version!r}, but this version of "
