@@ -22,10 +22,13 @@ __all__ = ["check_enabled", "check_request"]
 
 
 def check_enabled(explicit: bool | None = None) -> bool:
-    """``explicit`` if given, else ``TAPELOG_CHECK`` (``1``/``true``/``yes``)."""
+    """``explicit`` if given, else ``TAPELOG_CHECK``: set to anything but an
+    empty value, ``0``, ``false``, ``no`` or ``off`` turns the checker on (a
+    typo should check too much, not silently too little)."""
     if explicit is not None:
         return explicit
-    return os.environ.get("TAPELOG_CHECK", "").strip().lower() in ("1", "true", "yes", "on")
+    value = os.environ.get("TAPELOG_CHECK", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
 
 
 def _diff(label: str, expected: bytes, actual: bytes) -> str:

@@ -69,9 +69,16 @@ def resolve_api_key(
     return None
 
 
+def _redact(text: str, secret: str | None) -> str:
+    """``text`` with the key replaced by ``***`` (a "key" of one to three
+    characters is no key, and blanking every such substring garbles the text)."""
+    if secret and len(secret) >= 4:
+        return text.replace(secret, "***")
+    return text
+
+
 def _excerpt(text: str, secret: str | None) -> str:
-    if secret:
-        text = text.replace(secret, "***")
+    text = _redact(text, secret)
     flat = " ".join(text.split())
     return flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…"
 
@@ -145,7 +152,7 @@ def _transport_error(provider: str, exc: httpx.HTTPError, secret: str | None) ->
     if isinstance(exc, httpx.TimeoutException):
         what = "timed out"
     else:
-        text = str(exc).replace(secret, "***") if secret else str(exc)
+        text = _redact(str(exc), secret)
         what = f"failed ({type(exc).__name__}: {text})"
     return ProviderError(
         f"The connection to {provider} {what}; check the network and base URL, "
