@@ -260,11 +260,15 @@ async def test_bad_json_body_is_400() -> None:
     assert response.json()["error"]["message"].startswith("The request body is not valid JSON")
 
 
+def _call(call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
 async def test_default_policy_echoes_the_user_or_sizes_the_tool_results() -> None:
     long_text = "Tell me everything about the emulator and its cache rules, please, in detail."
     tool_turn = [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "assistant", "content": None, "tool_calls": [_call("1"), _call("2")]},
         {"role": "tool", "tool_call_id": "1", "content": "ab"},
         {"role": "tool", "tool_call_id": "2", "content": "hello"},
     ]
