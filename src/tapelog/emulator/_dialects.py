@@ -26,6 +26,11 @@ from tapelog.emulator._render import (
 )
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream
+from tapelog.emulator._turns import (
+    check_anthropic_turns,
+    check_deepseek_reasoning,
+    check_openai_turns,
+)
 from tapelog.log import decode
 
 __all__ = ["ANTHROPIC", "DEEPSEEK", "OPENAI", "Dialect", "Meta", "parse_body"]
@@ -108,7 +113,12 @@ class _OpenAi:
     tool_id_prefix: str = "call_emu_"
 
     def check(self, body: Mapping[str, Any]) -> str | None:
-        return _check_common(body)
+        problem = _check_common(body)
+        if problem is None and self.deepseek:
+            problem = check_deepseek_reasoning(body)
+        if problem is None:
+            problem = check_openai_turns(body["messages"], deepseek=self.deepseek)
+        return problem
 
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]:
         return openai_sources(body)
@@ -159,7 +169,7 @@ class _OpenAi:
 
 @dataclass(frozen=True, slots=True)
 class _Anthropic:
-    """Anthropic Messages: ``max_tokens`` required, at most 4 breakpoints."""
+    """Anthropic Messages: ``max_tokens`` required, at most 4 breakpoints, paired tool turns."""
 
     request_id_header: str = "request-id"
     tool_id_prefix: str = "toolu_emu_"
@@ -175,7 +185,7 @@ class _Anthropic:
         if count > _MAX_BREAKPOINTS:
             limit = _MAX_BREAKPOINTS
             return f"A maximum of {limit} blocks with cache_control may be provided. Found {count}."
-        return None
+        return check_anthropic_turns(body["messages"])
 
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]:
         return anthropic_sources(body)
