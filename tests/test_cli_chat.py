@@ -34,6 +34,21 @@ def _env(store: Path) -> dict[str, str]:
     return env
 
 
+def _piped_chat(
+    session_id: str, stdin: str, env: dict[str, str], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``tapelog chat`` with its input piped (no terminal), as a script would run it."""
+    return subprocess.run(
+        [TAPELOG, "chat", "--session", session_id, "--tools", "none", *extra],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _events(store: Path, session_id: str) -> list[Event]:
     return list(JsonlStore(store).load(session_id).session.events)
 
@@ -48,15 +63,7 @@ def _texts(events: list[Event], etype: str) -> list[str]:
 
 def test_piped_prompts_with_a_continuation_line_then_eof(tmp_path: Path) -> None:
     stdin = "What is a prefix cache?\nTell me about\\\nthe log, please.\n"
-    done = subprocess.run(
-        [TAPELOG, "chat", "--session", "chat-1", "--tools", "none"],
-        input=stdin,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _piped_chat("chat-1", stdin, _env(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "using the offline emulator" in done.stderr
     # the emulator's default policy echoes the prompt: each answer names its prompt
@@ -79,15 +86,7 @@ def test_piped_prompts_with_a_continuation_line_then_eof(tmp_path: Path) -> None
 def test_a_failed_turn_says_why_and_the_chat_goes_on(tmp_path: Path) -> None:
     env = _env(tmp_path)
     env.pop("DEEPSEEK_API_KEY", None)
-    done = subprocess.run(
-        [TAPELOG, "chat", "--session", "nokey", "--tools", "none", "--provider", "deepseek"],
-        input="hello\nstill there?\n",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _piped_chat("nokey", "hello\nstill there?\n", env, "--provider", "deepseek")
     assert done.returncode == 0, done.stderr
     why = (
         "error: The deepseek provider needs an API key: set DEEPSEEK_API_KEY in the environment "
@@ -334,15 +333,7 @@ def test_ctrl_c_during_run_logs_an_abort_and_exits_130(
 def test_slash_compact_summarises_old_history_and_the_chat_goes_on(tmp_path: Path) -> None:
     prompts = [f"question number {i} about the cache" for i in range(1, 6)]
     stdin = "/compact\n" + "\n".join(prompts) + "\n/compact\nlast one\n"
-    done = subprocess.run(
-        [TAPELOG, "chat", "--session", "chat-compact", "--tools", "none"],
-        input=stdin,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _piped_chat("chat-compact", stdin, _env(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "[c1] compaction failed: nothing to compact" in done.stderr
     assert "[c2] compacted history" in done.stderr
