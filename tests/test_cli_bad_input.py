@@ -343,3 +343,46 @@ def test_a_header_without_format_version_is_not_called_version_none(tmp_path: Pa
     checked = _invoke("verify", "h", "--store", str(store))
     assert checked.exit_code == 1
     assert "line 1: the header has no format_version" in checked.output
+
+
+NO_OPENAI_KEY = (
+    "error: The openai provider needs an API key: set OPENAI_API_KEY in the environment "
+    "(keys are read from the environment only and never logged). "
+    "Nothing was sent and no session was stored."
+)
+
+
+@pytest.mark.parametrize("session", [[], ["--session", "fresh"]])
+def test_run_without_the_api_key_stores_no_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session: list[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    store = tmp_path / "store"
+    done = subprocess.run(
+        [TAPELOG, "run", "hi", "--provider", "openai", "--store", str(store), *session],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [NO_OPENAI_KEY]
+    assert done.stdout == ""
+    assert _store_files(store) == []
+
+
+def test_a_resumed_session_without_the_api_key_stays_and_logs_the_failed_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("TAPELOG_PROVIDER", raising=False)
+    store = tmp_path / "store"
+    first = _invoke("run", "hi", "--tools", "none", "--session", "s", "--store", str(store))
+    assert first.exit_code == 0, first.output
+    again = _invoke("run", "hi", "--provider", "openai", "--session", "s", "--store", str(store))
+    assert again.exit_code == 1
+    assert "error: The openai provider needs an API key" in again.output
+    assert _store_files(store) == ["s.jsonl"]
+    log = (store / "s.jsonl").read_text()
+    assert log.count('"type":"turn/start"') == 2
+    assert '"kind":"error"' in log

@@ -77,7 +77,7 @@ def test_verify_valid_session(root: Path) -> None:
     result = run("verify", "s1", "--store", str(root))
     assert result.exit_code == 0, result.output
     assert result.stdout == (
-        "ok: s1: 11 events, 1 turns, 1 requests, 1 header snapshots, 1 header deltas\n"
+        "ok: s1: 11 events, 1 turn, 1 request, 1 header snapshot, 1 header delta\n"
     )
 
 

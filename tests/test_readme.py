@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -21,8 +22,20 @@ def test_quick_start_example_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("ok: What is 2 + 3?")
-    assert lines[1].endswith("events logged")
+    assert len(lines) == 4, result.stdout
+    # the tool was called, and what it returned is in the log the example printed from
+    call, returned, answer, count = lines
+    assert call.startswith("tool call: add ")
+    arguments = json.loads(call.removeprefix("tool call: add "))
+    assert returned == f"tool result: {arguments['a'] + arguments['b']}"
+    # the printed answer agrees with the tool's result: every number it states is
+    # an operand or the result
+    text = answer.removeprefix("answer: ").split(" {", 1)[0]
+    stated = [int(n) for n in re.findall(r"\d+", text)]
+    result_value = int(returned.removeprefix("tool result: "))
+    assert result_value in stated, answer
+    assert set(stated) <= {arguments["a"], arguments["b"], result_value}, answer
+    assert re.fullmatch(r"\d+ events logged", count)
 
 
 def test_the_fresh_machine_section_has_exactly_two_commands() -> None:

@@ -10,6 +10,8 @@ from the log alone.
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,14 +20,14 @@ import click
 import httpx
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tapelog.agent import Agent, Toolset, fs_tools, tool
 from tapelog.audit import encode_request, header_change, rebuild_requests
 from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store
 from tapelog.emulator import Emulator
-from tapelog.llm import make_client, usage_prompt_tokens
-from tapelog.llm._types import ProviderClient
+from tapelog.llm import ProviderClient, make_client, usage_prompt_tokens
 from tapelog.log import Event, LlmCallConfig, Session
 from tapelog.store import SessionWriter
 
@@ -37,12 +39,31 @@ SYSTEM = (
     "Answer briefly."
 )
 
+LOCAL_NOTE = (
+    "note: the answers come from SmolLM2-135M, a tiny 135M-parameter model, capped at "
+    "48 tokens and offered no tools in turn 1, so odd or cut-off answers are expected "
+    "and not a bug; what the demo checks is that every request rebuilds byte-exact."
+)
+
 PROMPTS = (
     "What files are in the workspace? Read notes.txt.",
     "How many words are in notes.txt?",
     "Summarise what we did in one sentence.",
 )
 
+NOTES = (
+    "Prefix caches reward append-only requests. tapelog builds every request from the log,\n"
+    "so each request extends the one before and the provider cache keeps hitting.\n"
+)
+
+
+def _words(text: str) -> int:
+    """What the ``word_count`` tool counts, so the scripted answer can state it."""
+    return len(text.split())
+
+
+# A scripted answer states only what the tool results before it say: the word
+# count is computed from NOTES, so editing the note cannot make the answer false.
 SCRIPT: list[dict[str, Any]] = [
     {
         "tool_calls": [
@@ -55,14 +76,9 @@ SCRIPT: list[dict[str, Any]] = [
         "notes.txt is a short note on prefix caches."
     },
     {"tool_calls": [{"id": "call_3", "name": "word_count", "arguments": '{"path": "notes.txt"}'}]},
-    {"text": "notes.txt has 27 words."},
+    {"text": f"notes.txt has {_words(NOTES)} words."},
     {"text": "We listed the workspace, read notes.txt and counted its words."},
 ]
-
-NOTES = (
-    "Prefix caches reward append-only requests. tapelog builds every request from the log,\n"
-    "so each request extends the one before and the provider cache keeps hitting.\n"
-)
 
 
 def _make_workspace(root: Path) -> Path:
@@ -82,7 +98,7 @@ def _word_count_tool(workspace: Path) -> Any:
         target = (workspace / path).resolve()
         if workspace.resolve() not in target.parents:
             return f"path {path!r} is outside the workspace"
-        return f"{len(target.read_text(encoding='utf-8').split())} words"
+        return f"{_words(target.read_text(encoding='utf-8'))} words"
 
     return word_count
 
@@ -127,9 +143,11 @@ async def _run_demo(store_value: str | None, provider: str, console: Console) ->
                 log, client, config=config, system=SYSTEM, tools=tools, writer=writer, check=True
             )
 
-        console.print(
-            f"[bold]tapelog demo[/] · provider [cyan]{provider}[/] · session [cyan]{session.id}[/]"
-        )
+        # soft_wrap: the session id is copied from here, so the line is never wrapped
+        title = f"[bold]tapelog demo[/] · provider [cyan]{provider}[/]"
+        console.print(f"{title} · session [cyan]{session.id}[/]", soft_wrap=True)
+        if provider == "local":
+            console.print(LOCAL_NOTE)
         try:
             with store.create(session) as writer:
                 agent = make_agent(session, writer)
@@ -146,10 +164,21 @@ async def _run_demo(store_value: str | None, provider: str, console: Console) ->
         finally:
             if http is not None:
                 await http.aclose()
-        return _report(store.load(session.id).session, emulator, console)
+        return _report(store.load(session.id).session, emulator, console, store_value)
 
 
-def _report(session: Session, emulator: Emulator | None, console: Console) -> bool:
+def _inspect_commands(session_id: str, store_value: str | None) -> list[str]:
+    """The commands that inspect the demo session, ready to paste (``--store`` if given)."""
+    store = f" --store {shlex.quote(store_value)}" if store_value is not None else ""
+    return [
+        f"tapelog show {session_id}{store}",
+        f"tapelog requests {session_id}{store} --out bodies",
+    ]
+
+
+def _report(
+    session: Session, emulator: Emulator | None, console: Console, store_value: str | None
+) -> bool:
     events = list(session.events)
     rebuilt = rebuild_requests(events, session_id=session.id)
     messages = [e for e in events if e.type == "assistant/message"]
@@ -185,9 +214,10 @@ def _report(session: Session, emulator: Emulator | None, console: Console) -> bo
     console.print(
         f"{mark} {exact}/{len(rebuilt)} requests rebuilt byte-exact from the log ({where})."
     )
-    console.print(
-        f"Inspect it: tapelog show {session.id} · tapelog requests {session.id} --out DIR"
-    )
+    console.print("Inspect it:")
+    for command in _inspect_commands(session.id, store_value):
+        # Never wrapped or cropped, at any width or piped: a command is copied whole.
+        console.print(Text("  " + command), soft_wrap=True)
     return ok
 
 
@@ -202,7 +232,10 @@ def _report(session: Session, emulator: Emulator | None, console: Console) -> bo
 )
 def demo_cmd(store: str | None, provider: str) -> None:
     """A scripted multi-turn session that shows every request rebuilding byte-exact."""
-    ok = asyncio.run(_run_demo(store, provider, Console()))
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=160)  # piped: room for the table, as the other commands give
+    ok = asyncio.run(_run_demo(store, provider, console))
     if not ok:
         raise click.exceptions.Exit(1)
 

@@ -90,6 +90,11 @@ def _console() -> Console:
     return console
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 tool``, ``0 tools``, ``3 tools``: no "1 tools" in what people read."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _clock(ms: int, *, date: bool = False) -> str:
     moment = datetime.fromtimestamp(ms / 1000, UTC)
     text = moment.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S.%f")
@@ -130,9 +135,8 @@ def verify_cmd(ctx: click.Context, target: str, store: str | None) -> None:
             click.echo(f"  {problem}")
         hidden = len(report.problems) - _MAX_PROBLEMS_SHOWN
         if hidden > 0:
-            click.echo(f"  ... and {hidden} more problems")
-        count = len(report.problems)
-        click.echo(f"{label}: invalid ({count} problem{'s' if count != 1 else ''})")
+            click.echo(f"  ... and {_count(hidden, 'more problem')}")
+        click.echo(f"{label}: invalid ({_count(len(report.problems), 'problem')})")
         ctx.exit(1)
     for note in report.notes:
         click.echo(f"note: {note}")
@@ -197,7 +201,7 @@ def _describe(event: Event) -> str:
     elif etype == "request/header":
         config = d["header"]["config"]
         tools = len(d["header"].get("tools", ()))
-        text = f"{d['reason']} · {config['provider']}/{config['model']} · {tools} tools"
+        text = f"{d['reason']} · {config['provider']}/{config['model']} · {_count(tools, 'tool')}"
     elif etype == "request/header-delta":
         text = "changes " + ", ".join(k for k in ("system", "tools", "config", "prefix") if k in d)
     elif etype == "compact/summary":
@@ -237,7 +241,7 @@ def _title(session: Session) -> str:
     info = session.info
     parts = [f"session {info.id}", f"created {_clock(info.created, date=True)} UTC"]
     if info.parent is not None:
-        parts.append(f"forked from {info.parent} (seed {info.seed_length} events)")
+        parts.append(f"forked from {info.parent} (seed {_count(info.seed_length or 0, 'event')})")
     if info.cwd is not None:
         parts.append(f"cwd {info.cwd}")
     return " · ".join(parts)
