@@ -20,6 +20,7 @@ whole sentence that names what went wrong and, where there is one, the fix::
     │   ├── CorruptLogError                 damaged stored data (names the line)
     │   └── InvalidSessionIdError
     ├── ReconstructionError                 a request the log cannot explain
+    │   └── ClientMismatchError             a client that does not speak the logged config
     ├── ProviderError                       a provider answered with an error
     │   └── ContextOverflowError            the request is too long for the model
     └── ToolError                           a tool could not run
@@ -28,6 +29,7 @@ whole sentence that names what went wrong and, where there is one, the fix::
 from __future__ import annotations
 
 __all__ = [
+    "ClientMismatchError",
     "ContextOverflowError",
     "CorruptLogError",
     "EventError",
@@ -69,7 +71,12 @@ class JsonValueError(TapelogError, ValueError):
 
 
 class LogError(TapelogError):
-    """An event or a sequence of events breaks the log format."""
+    """An event or a sequence of events breaks the log format; ``seq`` says
+    where, when known."""
+
+    def __init__(self, message: str, *, seq: int | None = None) -> None:
+        self.seq = seq
+        super().__init__(message)
 
 
 class EventError(LogError):
@@ -126,6 +133,12 @@ class InvalidSessionIdError(StoreError, ValueError):
 
 class ReconstructionError(TapelogError):
     """A request about to be sent differs from what the log rebuilds."""
+
+
+class ClientMismatchError(ReconstructionError):
+    """The provider client would send something other than what the logged config
+    says: another provider, or a wire format or wire option the config does not
+    name. The request is refused before anything is sent."""
 
 
 class ProviderError(TapelogError):

@@ -17,7 +17,7 @@ import pytest
 from tapelog._errors import ContextOverflowError, ProviderError
 from tapelog.llm import make_client, wire_for
 from tapelog.llm._local import LocalClient, _StopScanner
-from tapelog.llm._types import AbortHandle, LlmRequest, usage_prompt_tokens
+from tapelog.llm import AbortHandle, LlmRequest, usage_prompt_tokens
 from tapelog.log import EpochHeader, FrozenDict, LlmCallConfig
 
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."

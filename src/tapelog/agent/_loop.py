@@ -1,13 +1,18 @@
 """The agent loop: turns and steps whose every request is a function of the log.
 
-Per step (DESIGN §5): compose the session prefix once per loop instance; run
-``pre_step``; snapshot the messages and append ``step/start`` in one
-synchronous frame (the reconstruction boundary); take the config seed (explicit
-options on the instance's first request, the folded header afterwards) through
-the ``request`` hook; log the header through the HeaderRecorder; build and
-freeze the request; check it against the log (development mode); flush the
-store; stream, logging chunks and exactly one ``assistant/message``; run tools,
-logging ``tool/call`` before and ``tool/result`` after, in the model's order.
+Per step (docs/architecture.md, "The loop"): compose the session prefix once
+per loop instance and run ``pre_step``; snapshot the messages and append
+``step/start`` in one synchronous frame (the reconstruction boundary); pass
+the config seed (explicit options on the instance's first request and after
+``agent.config`` was set, the folded header's otherwise) through the
+``request`` hook; compose the header, check the client speaks the config's
+wire, build and encode the request and log the header. The invariant checker
+rebuilds the request from the log, the store is flushed, and only then are the
+bytes sent. Anything that stops a step between its ``step/start`` and the send
+ends it with ``step/end {"sent": false}``, so the rebuild skips it. Stream,
+logging chunks and exactly one ``assistant/message``; run tools, logging
+``tool/call`` before and ``tool/result`` after, in the model's order; context
+injected while the step is in flight waits for its results.
 """
 
 from __future__ import annotations
@@ -20,16 +25,18 @@ from typing import Any, Protocol
 from tapelog._errors import ContextOverflowError, ProviderError, TapelogError
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, text_blocks
+from tapelog.agent._step_end import close_step
 from tapelog.agent._tool_calls import run_tool_calls
 from tapelog.agent._tools import Tool, Toolset
 from tapelog.agent._trimming import Trimmer, TrimPolicy
-from tapelog.audit._checker import check_enabled, check_request
-from tapelog.audit._rebuild import build_request
-from tapelog.llm import BodyCache, assemble_message
-from tapelog.llm._types import (
+from tapelog.checker import RequestChecker, check_enabled
+from tapelog.llm import (
     AbortHandle,
+    BodyCache,
     LlmRequest,
     ProviderClient,
+    assemble_message,
+    client_wire,
     estimate_tokens,
     usage_prompt_tokens,
 )
@@ -45,6 +52,7 @@ from tapelog.log import (
     freeze,
     repair_interrupted,
 )
+from tapelog.request import build_request
 
 __all__ = ["Agent", "RetryPolicy", "TurnResult"]
 
@@ -96,8 +104,43 @@ class _Aborted(Exception):
     """Internal: the current step was aborted."""
 
 
+@dataclass(slots=True)
+class _Outcome:
+    """What a turn has produced so far."""
+
+    turn: int
+    steps: int = 0
+    text: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def _turn_reason(finish: str, calls: Sequence[Any]) -> Mapping[str, Any] | None:
+    """How the turn ends after a step that finished with ``finish`` (``None``: go on)."""
+    if finish == "max_tokens":
+        return {"kind": "max_tokens"}
+    if finish == "error":
+        return {
+            "kind": "error",
+            "error": {"message": "the provider ended the response with an error"},
+        }
+    if not calls:
+        return {"kind": "completed"}
+    return None
+
+
+def _checked_config(config: Any) -> LlmCallConfig:
+    if not isinstance(config, LlmCallConfig):
+        raise TypeError(f"config must be an LlmCallConfig, got {type(config).__name__}")
+    return config
+
+
 class Agent:
-    """A tool-using agent over a :class:`Session` (one instance = one loop instance)."""
+    """A tool-using agent over a :class:`Session` (one instance = one loop instance).
+
+    ``check`` turns the invariant checker on or off (default: on, unless
+    ``TAPELOG_CHECK`` says ``0``/``off``); it rebuilds every request from the
+    log before it is sent, at a cost proportional to what is new.
+    """
 
     def __init__(
         self,
@@ -119,7 +162,8 @@ class Agent:
     ) -> None:
         self.session = session
         self.client = client
-        self.config = config
+        self._config = _checked_config(config)
+        self._config_explicit = True  # the next request starts from _config
         self.system = system
         self.tools = tools if isinstance(tools, Toolset) else Toolset(tools)
         self.tool_order = list(tool_order) if tool_order is not None else None
@@ -128,10 +172,15 @@ class Agent:
         self.retry = retry or RetryPolicy()
         self.max_steps = max_steps
         self.check = check_enabled(check)
+        self._checker: RequestChecker | None = None
         self._sleep = sleep
         self._recorder = HeaderRecorder(session)
         self._prefix: FrozenList | None = None
         self._abort: AbortHandle | None = None
+        # Context injected while a step is in flight, logged when the step ends.
+        self._waiting_context: list[tuple[FrozenList, str]] = []
+        self._in_step = False
+        self._step_config: LlmCallConfig | None = None  # of the step in flight
         # Reuse the client's per-node cache when it has one: one encode per node.
         cache = getattr(client, "cache", None)
         self._body_cache = cache if isinstance(cache, BodyCache) else BodyCache()
@@ -145,9 +194,40 @@ class Agent:
 
     # --- public controls -----------------------------------------------------
 
-    def inject(self, text: str | Sequence[Mapping[str, Any]], *, kind: str = "inject") -> Event:
-        """Add model-visible context; it joins the next request built after it."""
+    @property
+    def config(self) -> LlmCallConfig:
+        """The call config the next request starts from (before the ``request`` hook).
+
+        The explicit options until the first request of this loop instance, and
+        after each assignment; the folded header's config otherwise. Assigning
+        takes effect at the next step, logged as a header delta like a change
+        of ``system`` or ``tools``.
+        """
+        folded = self.session.header
+        if self._config_explicit or folded is None:
+            return self._config
+        return folded.config
+
+    @config.setter
+    def config(self, value: LlmCallConfig) -> None:
+        self._config = _checked_config(value)
+        self._config_explicit = True
+
+    def inject(
+        self, text: str | Sequence[Mapping[str, Any]], *, kind: str = "inject"
+    ) -> Event | None:
+        """Add model-visible context as a ``context/message``; it joins the next
+        request built after it is logged.
+
+        While a step is in flight the message waits until the step's tool
+        results are logged (a message between a tool call and its result makes
+        every later request invalid), and ``None`` is returned; otherwise it is
+        logged at once and the event returned. The text is validated now either way.
+        """
         content = text_blocks(text) if isinstance(text, str) else freeze(list(text))
+        if self._in_step:
+            self._waiting_context.append((content, kind))
+            return None
         return self.session.append(
             "context/message", {"content": content, "source": {"kind": kind}}, surface_op="append"
         )
@@ -182,103 +262,95 @@ class Agent:
         session.append(
             "user/message", {"content": content, "source": {"kind": "user"}}, surface_op="append"
         )
-        extra = await call_hook(self.hooks.prompt_submit, content)
-        if extra:
-            self.inject(extra, kind="prompt-submit")
-        usage: dict[str, int] = {}
-        text = ""
-        step = 0
-        overflowed = False
         # One abort handle per turn: an abort between steps (or while a step's
         # request is being prepared) is not lost.
         self._abort = AbortHandle()
+        outcome = _Outcome(turn=turn)
         try:
-            while True:
-                step += 1
-                if self._abort.aborted:
-                    raise _Aborted()
-                if step > self.max_steps:
-                    return self._end(
-                        turn, step - 1, {"kind": "max_steps", "limit": self.max_steps}, text, usage
-                    )
-                await self._between_steps(turn)
-                try:
-                    message, finish = await self._step(turn, step)
-                except ContextOverflowError as exc:
-                    if overflowed or not self.compaction.on_overflow:
-                        raise
-                    overflowed = True
-                    self._log_attempt_error(turn, step, exc, attempt=1, overflow=True)
-                    session.append("step/end", {"turn": turn, "step": step})
-                    result = await self.compact(trigger="overflow", turn=turn)
-                    if not result.ok:
-                        raise
-                    continue
-                _sum_usage(usage, message.data.get("usage"))
-                self._remember_context(message)
-                text = _final_text(message.data["content"]) or text
-                calls = [b for b in message.data["content"] if b["type"] == "tool_call"]
-                if calls and finish != "max_tokens":
-                    await self._run_tools(turn, step, calls)
-                session.append("step/end", {"turn": turn, "step": step})
-                if finish == "max_tokens":
-                    return self._end(turn, step, {"kind": "max_tokens"}, text, usage)
-                if finish == "error":
-                    return self._end(
-                        turn,
-                        step,
-                        {
-                            "kind": "error",
-                            "error": {"message": "the provider ended the response with an error"},
-                        },
-                        text,
-                        usage,
-                    )
-                if not calls:
-                    return self._end(turn, step, {"kind": "completed"}, text, usage)
+            extra = await call_hook(self.hooks.prompt_submit, content)
+            if extra:
+                self.inject(extra, kind="prompt-submit")
+            return await self._steps(outcome)
         except _Aborted:
-            self._close_step(turn, step)
-            return self._end(
-                turn, step, {"kind": "aborted", "by": self._abort_reason()}, text, usage
-            )
+            self._close_step()
+            return self._end(outcome, {"kind": "aborted", "by": self._abort_reason()})
         except ProviderError as exc:
-            self._close_step(turn, step)
+            self._close_step()
             error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
             if exc.status is not None:
                 error["status"] = exc.status
-            return self._end(turn, step, {"kind": "error", "error": error}, text, usage)
+            return self._end(outcome, {"kind": "error", "error": error})
         except BaseException as exc:
-            self._close_step(turn, step)
+            self._close_step()
             self._end(
-                turn,
-                step,
+                outcome,
                 {"kind": "error", "error": {"type": type(exc).__name__, "message": str(exc)}},
-                text,
-                usage,
             )
             raise
         finally:
             self._abort = None
 
+    async def _steps(self, outcome: _Outcome) -> TurnResult:
+        """Steps until the turn ends; its result."""
+        turn, handle = outcome.turn, self._abort
+        assert handle is not None
+        overflowed = False
+        while True:
+            outcome.steps += 1
+            step = outcome.steps
+            if handle.aborted:
+                raise _Aborted()
+            if step > self.max_steps:
+                outcome.steps -= 1
+                return self._end(outcome, {"kind": "max_steps", "limit": self.max_steps})
+            await self._between_steps(turn)
+            try:
+                message, finish = await self._step(turn, step)
+            except ContextOverflowError as exc:
+                if overflowed or not self.compaction.on_overflow:
+                    raise
+                overflowed = True
+                self._log_attempt_error(turn, step, exc, attempt=1, overflow=True)
+                self._close_step()
+                result = await self.compact(trigger="overflow", turn=turn)
+                if not result.ok:
+                    raise
+                continue
+            _sum_usage(outcome.usage, message.data.get("usage"))
+            self._remember_context(message)
+            outcome.text = _final_text(message.data["content"]) or outcome.text
+            calls = [b for b in message.data["content"] if b["type"] == "tool_call"]
+            if calls and finish != "max_tokens":
+                await self._run_tools(turn, step, calls)
+            self._close_step()
+            reason = _turn_reason(finish, calls)
+            if reason is not None:
+                return self._end(outcome, reason)
+
     def _abort_reason(self) -> str:
         return (self._abort.reason if self._abort else None) or "user"
 
-    def _close_step(self, turn: int, step: int) -> None:
-        """After a failure: close an open step so the log stays well formed."""
-        for event in reversed(self.session.events):
-            if event.type == "step/end" or event.type == "turn/start":
-                return
-            if event.type == "step/start":
-                self.session.append("step/end", {"turn": turn, "step": step})
-                return
+    def _close_step(self, *, sent: bool = True, error: BaseException | str | None = None) -> None:
+        """End the open step, if any (see :mod:`tapelog.agent._step_end`)."""
+        config = self._step_config or self.config
+        self._in_step, self._step_config = False, None
+        close_step(
+            self.session,
+            source={"provider": config.provider, "model": config.model},
+            context=self._waiting_context,
+            sent=sent,
+            error=error,
+        )
 
-    def _end(
-        self, turn: int, steps: int, reason: Mapping[str, Any], text: str, usage: dict[str, int]
-    ) -> TurnResult:
-        event = self.session.append("turn/end", {"turn": turn, "reason": reason})
+    def _end(self, outcome: _Outcome, reason: Mapping[str, Any]) -> TurnResult:
+        event = self.session.append("turn/end", {"turn": outcome.turn, "reason": reason})
         self._flush()
         return TurnResult(
-            turn=turn, reason=event.data["reason"], text=text, steps=steps, usage=usage
+            turn=outcome.turn,
+            reason=event.data["reason"],
+            text=outcome.text,
+            steps=outcome.steps,
+            usage=outcome.usage,
         )
 
     async def _compose_prefix(self) -> FrozenList:
@@ -290,36 +362,71 @@ class Agent:
     def _tool_schemas(self) -> list[Any]:
         return list(self.tools.schemas(self.tool_order))
 
+    async def _request_config(self) -> LlmCallConfig:
+        """The config seed through the ``request`` hook (which sees it frozen)."""
+        seed = self.config
+        replaced = await call_hook(self.hooks.request, seed)
+        if replaced is None:
+            return seed
+        if not isinstance(replaced, LlmCallConfig):
+            raise TapelogError("the request hook must return an LlmCallConfig or None")
+        return replaced
+
+    def _checker_for(self) -> RequestChecker | None:
+        if not self.check:
+            return None
+        if self._checker is None:
+            self._checker = RequestChecker(self.session)
+        return self._checker
+
     async def _prepare(self, turn: int, step: int) -> tuple[LlmRequest, bytes]:
-        session = self.session
+        """Everything up to the send; the request and its bytes.
+
+        Anything that fails after ``step/start`` ends the step as not sent.
+        """
         prefix = await self._compose_prefix()
         await call_hook(self.hooks.pre_step, StepContext(turn=turn, step=step, prefix=prefix))
+        session = self.session
         # The snapshot and step/start share one synchronous frame: nothing can
         # slip between them, so the boundary is exactly this step/start.
         nodes = session.derive_nodes()
-        boundary = session.append("step/start", {"turn": turn, "step": step})
-        seed = self._config_seed()
-        replaced = await call_hook(self.hooks.request, seed)
-        config = replaced if isinstance(replaced, LlmCallConfig) else seed
-        if replaced is not None and not isinstance(replaced, LlmCallConfig):
-            raise TapelogError("the request hook must return an LlmCallConfig or None")
-        header = EpochHeader(
-            config=config, system=self.system, tools=self._tool_schemas(), prefix=prefix
-        )
-        self._recorder.record(header)
-        request = build_request(
-            header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
-        )
-        body = self.client.wire.encode_body(request, cache=self._body_cache)
-        if self.check:
-            check_request(session.events, request, body, self.client.wire)
+        self._in_step, self._step_config = True, self.config
+        try:
+            boundary = session.append("step/start", {"turn": turn, "step": step})
+            config = self._step_config = await self._request_config()
+            header = EpochHeader(
+                config=config, system=self.system, tools=self._tool_schemas(), prefix=prefix
+            )
+            wire = client_wire(self.client, config, checked=self.check)
+            request = build_request(
+                header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
+            )
+            body = wire.encode_body(request, cache=self._body_cache)
+            self._recorder.record(header)
+            self._config_explicit = False
+            checker = self._checker_for()
+            if checker is not None:
+                checker.check(request, body)
+            self._flush()
+        except BaseException as exc:
+            self._close_step(sent=False, error=exc)
+            raise
         return request, body
 
     async def _step(self, turn: int, step: int) -> tuple[Event, str]:
         request, body = await self._prepare(turn, step)
         handle = self._abort
         assert handle is not None, "a step runs inside a turn"
-        self._flush()
+        if handle.aborted:
+            self._close_step(sent=False, error="aborted before the request was sent")
+            raise _Aborted()
+        chunks = await self._stream(turn, step, request, body, handle)
+        return self._log_message(turn, step, request, chunks, handle)
+
+    async def _stream(
+        self, turn: int, step: int, request: LlmRequest, body: bytes, handle: AbortHandle
+    ) -> list[FrozenDict]:
+        """Send (retrying what may be retried), logging every chunk; the last attempt's."""
         attempt = 0
         while True:
             attempt += 1
@@ -335,25 +442,11 @@ class Agent:
                         break
             except ProviderError as exc:
                 if handle.aborted:
-                    break
+                    return chunks
                 if not exc.retryable or attempt >= self.retry.max_attempts:
-                    # Every step gets exactly one assistant/message: an empty,
-                    # interrupted one when the provider never answered (what a
-                    # failed attempt streamed stays in its chunks only).
-                    self.session.append(
-                        "assistant/message",
-                        {
-                            "turn": turn,
-                            "step": step,
-                            "content": [],
-                            "source": {
-                                "provider": request.config.provider,
-                                "model": request.config.model,
-                            },
-                            "interrupted": True,
-                        },
-                        surface_op="append",
-                    )
+                    # The step's one assistant/message will be an empty,
+                    # interrupted one (what a failed attempt streamed stays in
+                    # its chunks): see _close_step.
                     raise
                 delay = self.retry.delay(attempt)
                 self._log_attempt_error(turn, step, exc, attempt=attempt, retry_in=delay)
@@ -362,7 +455,17 @@ class Agent:
                 if handle.aborted:
                     raise _Aborted() from None
                 continue
-            break
+            return chunks
+
+    def _log_message(
+        self,
+        turn: int,
+        step: int,
+        request: LlmRequest,
+        chunks: list[FrozenDict],
+        handle: AbortHandle,
+    ) -> tuple[Event, str]:
+        """Log the step's one ``assistant/message``, assembled from its chunks."""
         assembled = assemble_message(chunks)
         interrupted = handle.aborted or assembled.interrupted
         # A cut reply's tool calls never run, so they would have no results: a
@@ -416,18 +519,11 @@ class Agent:
             tokens = usage_prompt_tokens(used) + int(used.get("output", 0))
             self._context = (tokens, self.session.replace_generation, message.seq)
 
-    def _config_seed(self) -> LlmCallConfig:
-        """Explicit options on the instance's first request, the folded header's after."""
-        folded = self.session.header
-        if not self._recorder.anchored or folded is None:
-            return self.config
-        return folded.config
-
     async def _current_header(self) -> EpochHeader:
         """The header the next request would carry (before the request hook)."""
         prefix = await self._compose_prefix()
         return EpochHeader(
-            config=self._config_seed(),
+            config=self.config,
             system=self.system,
             tools=self._tool_schemas(),
             prefix=prefix,
@@ -456,15 +552,22 @@ class Agent:
     async def compact(
         self, *, trigger: str = "manual", turn: int | None = None
     ) -> CompactionResult:
-        """Summarise old history now (see :mod:`tapelog.agent._compaction`)."""
+        """Summarise old history now (see :mod:`tapelog.agent._compaction`).
+
+        The summary call carries the last logged request header, so it is
+        rebuilt from the log (``tapelog requests --one-shot``) and checked like
+        a loop request.
+        """
         result = await compact(
             self.session,
             self.client,
-            await self._current_header(),
             self.compaction,
             trigger=trigger,
             turn=turn,
             context_tokens=await self.context_tokens(),
+            checker=self._checker_for(),
+            flush=self._flush,
+            abort=self._abort,
         )
         self._flush()
         return result

@@ -1,4 +1,9 @@
-"""The audit path: rebuild loop requests from a log with the live loop's own code."""
+"""The audit path: rebuild requests from a log with the live loop's own code.
+
+The rebuild itself lives below the agent and the audit, in :mod:`tapelog.request`
+(and the checker in :mod:`tapelog.checker`); it is re-exported here, next to the
+cache report, the request diff and the HTML report built on it.
+"""
 
 from tapelog.audit._cache_report import (
     CacheCause,
@@ -7,17 +12,12 @@ from tapelog.audit._cache_report import (
     RequestCache,
     cache_report,
 )
-from tapelog.audit._checker import check_enabled, check_request
 from tapelog.audit._diff import HeaderDiff, MessagesDiff, RequestDiff, header_diff, request_diff
-from tapelog.audit._rebuild import (
-    RebuiltRequest,
-    build_request,
-    encode_request,
-    rebuild_request_at,
-    rebuild_requests,
-)
 from tapelog.audit._report_html import render_report
 from tapelog.audit._report_views import header_change
+from tapelog.checker import check_enabled, check_request
+from tapelog.llm import encode_request
+from tapelog.request import RebuiltRequest, build_request, rebuild_request_at, rebuild_requests
 
 __all__ = [
     "CacheCause",

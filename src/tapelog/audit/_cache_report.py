@@ -3,7 +3,7 @@
 ``cache_report`` walks a log once. For every loop request it takes the usage
 the provider reported (logged on the step's ``assistant/message``), simulates
 the provider's cache rule over the rebuilt request with the emulator's own
-accounting (``tapelog.emulator.account``: same segments, same store, same
+accounting (``tapelog.cache.account``: same segments, same store, same
 stored output prefixes) to get what a cache *should* have read, and, where the
 request broke the prefix chain or got less than expected, names the logged
 events that explain it. Pure and offline; the cost is proportional to the log
@@ -17,20 +17,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tapelog.audit._diff import HeaderDiff, header_diff, replacement_kind, tool_marks
+from tapelog.audit._refs import RequestRef
 from tapelog.audit._segments import SegmentRenderer
-from tapelog.audit._walk import LoopRequest, RequestRef, ref_fields, walk_requests
-from tapelog.emulator import (
+from tapelog.cache import (
     PrefixStore,
     Prompt,
-    Reply,
     Rule,
     SegmentSource,
-    ToolCallSpec,
     account,
-    reply_sources,
+    openai_reply_sources,
+    provider_cache,
 )
 from tapelog.llm import usage_prompt_tokens
 from tapelog.log import Event, Session
+from tapelog.request import WalkedRequest, reading_seq, request_fields, walk_requests
 
 __all__ = ["CacheCause", "CacheReport", "CacheTotals", "RequestCache", "cache_report"]
 
@@ -41,7 +41,7 @@ class CacheCause:
 
     kind: str
     """One of ``header-delta``, ``header-fallback``, ``resume-drift``,
-    ``compaction``, ``trim``, ``unexplained``."""
+    ``compaction``, ``trim``, ``new-process``, ``idle-gap``, ``unexplained``."""
     seqs: tuple[int, ...]
     detail: Mapping[str, Any] = field(default_factory=dict)
 
@@ -60,10 +60,25 @@ class CacheCause:
         if self.kind == "trim":
             n = d.get("results", len(self.seqs))
             return f"trim {n} result{'s' if n != 1 else ''}"
+        if self.kind == "new-process":
+            return f"new process ({d.get('provider')} cache is per process)"
+        if self.kind == "idle-gap":
+            return f"idle {_duration(d.get('gap_ms', 0))} > {_duration(d.get('lifetime_ms', 0))}"
         return self.kind
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "seqs": list(self.seqs), "detail": dict(self.detail)}
+
+
+def _duration(ms: int) -> str:
+    seconds = int(ms) // 1000
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s" if seconds else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
 
 
 def _header_label(detail: Mapping[str, Any]) -> str:
@@ -159,17 +174,13 @@ class CacheReport:
         }
 
 
-def _reply_of(message: Event) -> Reply:
-    """The logged answer as the emulator's reply (what it stored as output prefixes)."""
+def _reply_sources(message: Event) -> list[SegmentSource]:
+    """The logged answer as a DeepSeek cache stores it (the prompt's output prefixes)."""
     content = message.data["content"]
-    return Reply(
-        text="".join(b["text"] for b in content if b["type"] == "text"),
-        reasoning="".join(b["text"] for b in content if b["type"] == "reasoning"),
-        tool_calls=tuple(
-            ToolCallSpec(b["name"], b["arguments"], b["id"])
-            for b in content
-            if b["type"] == "tool_call"
-        ),
+    return openai_reply_sources(
+        "".join(b["text"] for b in content if b["type"] == "text"),
+        "".join(b["text"] for b in content if b["type"] == "reasoning"),
+        [(b["id"], b["name"], b["arguments"]) for b in content if b["type"] == "tool_call"],
     )
 
 
@@ -190,7 +201,7 @@ class _Seen:
         return prompt.ends[hit] if hit >= 0 else 0
 
 
-def _log_causes(request: LoopRequest) -> list[CacheCause]:
+def _log_causes(request: WalkedRequest) -> list[CacheCause]:
     """What the log changed between the previous request and this one."""
     causes: list[CacheCause] = []
     for change in request.changes:
@@ -227,7 +238,7 @@ def _replaced(event: Event) -> int | None:
     return int(op["start"]) if isinstance(op, Mapping) else None
 
 
-def _compactions(request: LoopRequest) -> list[CacheCause]:
+def _compactions(request: WalkedRequest) -> list[CacheCause]:
     by_id: dict[str, list[Event]] = {}
     replacing: dict[str, Event] = {}
     for event in request.compaction:
@@ -270,6 +281,8 @@ def _first_seq(by_id: Mapping[str, list[Event]], replacing: Mapping[str, Event],
 class _Previous:
     length: int
     last_key: str | None
+    end_time: int
+    """When the previous request's answer was logged (epoch ms)."""
 
 
 def cache_report(
@@ -290,36 +303,87 @@ def cache_report(
     seen: dict[Rule, _Seen] = {}
     rows: list[RequestCache] = []
     previous: _Previous | None = None
-    for request in walk_requests(session.events):
-        rule, prompt = renderer.render(
-            request.header, request.nodes, appended_only=not request.replaced_since
-        )
-        message = request.message
-        reply: Sequence[SegmentSource] = ()
-        if rule == "deepseek" and message is not None:
-            reply = reply_sources(_reply_of(message))
-        outcome = account(rule, prompt, stores.setdefault(rule, PrefixStore()), reply=reply)
-        shared = seen.setdefault(rule, _Seen()).shared(prompt)
-        segments = prompt.segments
-        extends = previous is None or (
-            len(segments) >= previous.length
-            and (previous.length == 0 or segments[previous.length - 1].key == previous.last_key)
-        )
-        usage = message.data.get("usage") if message is not None else None
-        rows.append(_row(request, rule, outcome.prompt, outcome.read, shared, extends, usage))
-        previous = _Previous(len(segments), segments[-1].key if segments else None)
+    for request in walk_requests(session):
+        with reading_seq(request.boundary_seq):
+            row, previous = _audit_one(request, renderer, stores, seen, previous)
+        rows.append(row)
     return CacheReport(session=session_id, requests=tuple(rows), totals=_totals(rows))
 
 
-def _row(
-    request: LoopRequest,
-    rule: Rule,
-    estimated_prompt: int,
-    expected: int,
-    shared: int,
-    extends: bool,
-    usage: Mapping[str, Any] | None,
-) -> RequestCache:
+def _audit_one(
+    request: WalkedRequest,
+    renderer: SegmentRenderer,
+    stores: dict[Rule, PrefixStore],
+    seen: dict[Rule, _Seen],
+    previous: _Previous | None,
+) -> tuple[RequestCache, _Previous]:
+    """One request's row, and what the next request compares with."""
+    rule, prompt = renderer.render(
+        request.header, request.nodes, appended_only=not request.replaced_since
+    )
+    message = request.message
+    reply: Sequence[SegmentSource] = ()
+    if rule == "deepseek" and message is not None:
+        reply = _reply_sources(message)
+    store = stores.setdefault(rule, PrefixStore())
+    outcome = account(rule, prompt, store, reply=reply)
+    usage = message.data.get("usage") if message is not None else None
+    reset = None
+    if usage and _counts(usage, outcome.prompt, outcome.read, 0).short:
+        reset = _reset_cause(request, previous)
+        if reset is not None:
+            # The cache the log says was lost: simulate the request on an empty one.
+            store.clear()
+            outcome = account(rule, prompt, store, reply=reply)
+    shared = seen.setdefault(rule, _Seen()).shared(prompt)
+    segments = prompt.segments
+    extends = previous is None or (
+        len(segments) >= previous.length
+        and (previous.length == 0 or segments[previous.length - 1].key == previous.last_key)
+    )
+    row = _row(request, rule, _counts(usage, outcome.prompt, outcome.read, shared), extends, reset)
+    end = message.time if message is not None else request.time
+    return row, _Previous(len(segments), segments[-1].key if segments else None, end)
+
+
+def _reset_cause(request: WalkedRequest, previous: _Previous | None) -> CacheCause | None:
+    """Why the provider's cache was empty for ``request``, when the log says so.
+
+    A new loop instance (a ``request/header`` snapshot) in front of a cache
+    that lives in the tapelog process, or an idle gap since the previous
+    request longer than the provider keeps a prefix (docs/providers.md,
+    "Prompt caches").
+    """
+    provider = request.header.config.provider
+    facts = provider_cache(provider)
+    snapshots = [c.event for c in request.changes if c.event.type == "request/header"]
+    if facts.per_process and snapshots:
+        detail = {"provider": provider, "reason": snapshots[-1].data["reason"]}
+        return CacheCause(kind="new-process", seqs=(snapshots[-1].seq,), detail=detail)
+    lifetime = facts.idle_lifetime_ms
+    if previous is not None and lifetime is not None:
+        gap = request.time - previous.end_time
+        if gap > lifetime:
+            detail = {"provider": provider, "gap_ms": gap, "lifetime_ms": lifetime}
+            return CacheCause(kind="idle-gap", seqs=(request.boundary_seq,), detail=detail)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Counts:
+    """A request's token counts, the simulation carried over to the reported scale."""
+
+    prompt: int
+    reported: int
+    expected: int
+    shared: int
+    usage_logged: bool
+    short: bool
+
+
+def _counts(
+    usage: Mapping[str, Any] | None, estimated_prompt: int, expected: int, shared: int
+) -> _Counts:
     prompt = usage_prompt_tokens(usage) if usage else 0
     reported = int(usage.get("cache_read", 0)) if usage else 0
     tolerance = 0
@@ -330,6 +394,16 @@ def _row(
         shared = shared * prompt // estimated_prompt
         tolerance = max(128, expected // 20)
     short = bool(usage) and reported < expected - tolerance
+    return _Counts(prompt, reported, expected, shared, bool(usage), short)
+
+
+def _row(
+    request: WalkedRequest,
+    rule: Rule,
+    counts: _Counts,
+    extends: bool,
+    reset: CacheCause | None,
+) -> RequestCache:
     causes: list[CacheCause] = []
     if not extends:
         causes = _log_causes(request)
@@ -337,19 +411,25 @@ def _row(
             causes.append(
                 CacheCause(kind="unexplained", seqs=(), detail={"reason": "prefix changed"})
             )
-    if short:
-        detail = {"reason": "reported below expected", "reported": reported, "expected": expected}
+    if reset is not None:
+        causes.append(reset)
+    if counts.short:
+        detail = {
+            "reason": "reported below expected",
+            "reported": counts.reported,
+            "expected": counts.expected,
+        }
         causes.append(CacheCause(kind="unexplained", seqs=(), detail=detail))
     return RequestCache(
-        **ref_fields(request),
+        **request_fields(request),
         rule=rule,
-        prompt_tokens=prompt,
-        cached_reported=reported,
-        cached_expected=expected,
-        shared_prefix_tokens=shared,
-        drop=not extends or short,
+        prompt_tokens=counts.prompt,
+        cached_reported=counts.reported,
+        cached_expected=counts.expected,
+        shared_prefix_tokens=counts.shared,
+        drop=not extends or counts.short or reset is not None,
         causes=tuple(causes),
-        usage_logged=bool(usage),
+        usage_logged=counts.usage_logged,
     )
 
 

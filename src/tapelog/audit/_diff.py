@@ -6,7 +6,7 @@
 line diff, the prefix) and the history (the common prefix of nodes, the nodes
 replaced by compaction or trimming, the nodes appended), each with the seqs of
 the events between the two boundaries that explain it. Both requests come from
-the same walk the cache report uses (:mod:`tapelog.audit._walk`).
+the same walk the cache report uses (:func:`tapelog.request.walk_requests`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tapelog._errors import LogError
-from tapelog.audit._walk import HeaderChange, LoopRequest, RequestRef, ref_fields, walk_requests
+from tapelog.audit._refs import RequestRef
 from tapelog.log import EpochHeader, Event, Session, encode
+from tapelog.request import HeaderChange, WalkedRequest, request_fields, walk_requests
 
 __all__ = [
     "HeaderDiff",
@@ -204,9 +205,9 @@ class RequestDiff:
         }
 
 
-def _summary(request: LoopRequest) -> RequestSummary:
+def _summary(request: WalkedRequest) -> RequestSummary:
     return RequestSummary(
-        **ref_fields(request), messages=len(request.header.prefix) + len(request.nodes)
+        **request_fields(request), messages=len(request.header.prefix) + len(request.nodes)
     )
 
 

@@ -35,8 +35,8 @@ class Bar:
     """What the chart needs to know about one request."""
 
     index: int
-    turn: int
-    step: int
+    turn: int | None
+    step: int | None
     prompt: int
     cached: int
     expected: int | None

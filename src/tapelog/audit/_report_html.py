@@ -20,10 +20,11 @@ from importlib import resources
 from typing import Any
 
 from tapelog.audit._cache_report import CacheCause, cache_report
-from tapelog.audit._rebuild import RebuiltRequest, encode_request, rebuild_requests
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_views import requests_html, timeline_html
+from tapelog.llm import encode_request
 from tapelog.log import Session, encode
+from tapelog.request import RebuiltRequest, rebuild_requests
 
 __all__ = ["render_report"]
 
@@ -33,6 +34,8 @@ _CAUSE_TEXT = {
     "resume-drift": "resume with a different header",
     "compaction": "compaction rewrote the history",
     "trim": "tool results trimmed",
+    "new-process": "a new process: the provider's cache lives in the process and starts empty",
+    "idle-gap": "idle longer than the provider keeps a cached prefix",
     "unexplained": "unexplained (the log shows no reason)",
 }
 
@@ -71,13 +74,21 @@ def _detail(item: RebuiltRequest, request: Mapping[str, Any]) -> str:
     )
 
 
+def _seqs_note(seqs: Sequence[int]) -> str:
+    """`` (seq 7)`` / `` (seqs 7, 9)`` after a cause; nothing when no event explains it."""
+    if not seqs:
+        return ""
+    noun = "seq" if len(seqs) == 1 else "seqs"
+    return f" ({noun} {', '.join(str(s) for s in seqs)})"
+
+
 def _breaks_table(requests: Sequence[Mapping[str, Any]], labels: Sequence[list[str]]) -> str:
     rows = []
     for request, names in zip(requests, labels, strict=True):
         if not request["drop"] and not request["causes"]:
             continue
         causes = "; ".join(
-            f"{label} (seq {', '.join(str(s) for s in c.get('seqs', ())) or '-'})"
+            label + _seqs_note(c.get("seqs", ()))
             for c, label in zip(request["causes"], names, strict=True)
         )
         rows.append(
@@ -102,6 +113,7 @@ def _header(session: Session, report: Mapping[str, Any]) -> str:
     models = dict.fromkeys(f"{r['provider']} / {r['model']}" for r in report["requests"])
     created = datetime.fromtimestamp(session.info.created / 1000, UTC)
     turns = sum(1 for e in session.events if e.type == "turn/start")
+    turn_word = "turn" if turns == 1 else "turns"
     facts = [
         ("requests", f"{totals['requests']:,}"),
         ("prompt tokens", f"{totals['prompt_tokens']:,}"),
@@ -116,7 +128,7 @@ def _header(session: Session, report: Mapping[str, Any]) -> str:
     )
     return (
         f'<h1>Session <code>{escape(session.id)}</code></h1><p class="sub">'
-        f"{escape(', '.join(models) or 'no requests')} · {turns} turn(s) · "
+        f"{escape(', '.join(models) or 'no requests')} · {turns} {turn_word} · "
         f"{len(session.events):,} events · created {created:%Y-%m-%d %H:%M} UTC</p>"
         f'<div class="cards">{cards}</div>'
     )

@@ -15,9 +15,9 @@ from html import escape
 from typing import Any
 
 from tapelog.audit._diff import tool_marks
-from tapelog.audit._rebuild import RebuiltRequest
 from tapelog.llm import usage_prompt_tokens
 from tapelog.log import Event, encode_str
+from tapelog.request import RebuiltRequest, reading_seq
 
 __all__ = ["clip", "header_change", "requests_html", "timeline_html"]
 
@@ -172,26 +172,27 @@ def timeline_html(events: Sequence[Event], request_at: Mapping[int, int]) -> str
         body.clear()
 
     for event in events:
-        data = event.data
-        if event.type == "turn/start":
-            close_turn("outside turns")
-            turn_head = f'<b id="turn-{data["turn"]}">Turn {data["turn"]}</b> '
-        elif event.type == "turn/end":
-            close_turn(str(data["reason"].get("kind", "?")))
-            turn_head = ""
-        elif event.type == "step/start":
-            close_step()
-            index = request_at.get(event.seq)
-            link = f' · <a href="#req-{index}">request #{index}</a>' if index else ""
-            step_head, step, usage = f"<b>Step {data['step']}</b>{link}", [], None
-        elif event.type == "step/end":
-            close_step()
-        else:
-            if event.type == "assistant/message":
-                usage = data.get("usage")
-            line = _event_item(event, calls)
-            if line is not None:
-                (step if step is not None else body).append(line)
+        with reading_seq(event.seq):
+            data = event.data
+            if event.type == "turn/start":
+                close_turn("outside turns")
+                turn_head = f'<b id="turn-{data["turn"]}">Turn {data["turn"]}</b> '
+            elif event.type == "turn/end":
+                close_turn(str(data["reason"].get("kind", "?")))
+                turn_head = ""
+            elif event.type == "step/start":
+                close_step()
+                index = request_at.get(event.seq)
+                link = f' · <a href="#req-{index}">request #{index}</a>' if index else ""
+                step_head, step, usage = f"<b>Step {data['step']}</b>{link}", [], None
+            elif event.type == "step/end":
+                close_step()
+            else:
+                if event.type == "assistant/message":
+                    usage = data.get("usage")
+                line = _event_item(event, calls)
+                if line is not None:
+                    (step if step is not None else body).append(line)
     close_turn("open (no turn/end yet)" if turn_head else "outside turns")
     out.append("</ol>")
     return "".join(out)

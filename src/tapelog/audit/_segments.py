@@ -14,10 +14,10 @@ Tests check that the result equals rendering the full encoded body.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any
 
-from tapelog.emulator import (
+from tapelog.cache import (
     Prompt,
     Rule,
     Segment,
@@ -27,29 +27,17 @@ from tapelog.emulator import (
     chain_segments,
     openai_message_source,
     openai_sources,
+    provider_cache,
 )
 from tapelog.llm import AnthropicWire, BodyCache, LlmRequest, OpenAIWire, wire_for
-from tapelog.llm._anthropic_wire import _breakpoints
-from tapelog.log import EpochHeader, FrozenDict
-from tapelog.log._freeze import freeze_list
+from tapelog.log import EpochHeader, FrozenDict, concat_frozen
 
-__all__ = ["PROVIDER_RULES", "SegmentRenderer", "rule_for"]
-
-PROVIDER_RULES: Final[Mapping[str, Rule]] = {
-    "anthropic": "anthropic",
-    "compatible": "deepseek",
-    "deepseek": "deepseek",
-    "emulator": "deepseek",
-    # llama.cpp reuses the longest common prefix of its KV cache, output included:
-    # the closest documented rule is DeepSeek's prefix reuse (docs/cli.md).
-    "local": "deepseek",
-    "openai": "openai",
-}
-"""The cache rule the audit expects per provider (the emulator's route rules)."""
+__all__ = ["SegmentRenderer", "rule_for"]
 
 
 def rule_for(provider: str) -> Rule:
-    return PROVIDER_RULES.get(provider, "deepseek")
+    """The cache rule the audit expects of ``provider`` (docs/providers.md)."""
+    return provider_cache(provider).rule
 
 
 class _KeepCache(BodyCache):
@@ -127,7 +115,7 @@ class SegmentRenderer:
         self._groups, self._group_start, self._group_node = [], [], []
         self._last_assistant = -1
         prefix = list(header.prefix) if isinstance(wire, OpenAIWire) else []
-        body = wire.build_body(LlmRequest(header=header, messages=freeze_list(prefix)))
+        body = wire.build_body(LlmRequest(header=header, messages=concat_frozen(prefix)))
         if isinstance(wire, OpenAIWire):
             sources = openai_sources(body)
         else:
@@ -149,7 +137,7 @@ class SegmentRenderer:
         if not self._groups:
             return list(self._head_points)
         lo = max(self._last_assistant - 1, 0)
-        marks = _breakpoints(self._groups[lo:])
+        marks = AnthropicWire.breakpoints(self._groups[lo:])
         body = sorted(self._group_start[lo + g] + j for g, j in marks)
         return [*self._head_points, *body]
 
@@ -190,8 +178,8 @@ class SegmentRenderer:
             *(None for _ in prefix[first:]),
             *(s for s, _ in nodes[max(first - skip, 0) :]),
         ]
-        tail = LlmRequest(header=header, messages=freeze_list(messages), node_seqs=tuple(seqs))
-        groups = wire._groups(tail, self._anthropic_cache)
+        tail = LlmRequest(header=header, messages=concat_frozen(messages), node_seqs=tuple(seqs))
+        groups = wire.groups(tail, self._anthropic_cache)
         firsts = [first + i for i in self._group_firsts(wire, messages, seqs)]
         assert len(firsts) == len(groups)
         sources: list[SegmentSource] = []

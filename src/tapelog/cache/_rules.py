@@ -1,4 +1,4 @@
-"""The prompt-cache engine: each provider's documented rule as a pure function.
+"""Prompt-cache rules: each provider's documented rule as a pure function.
 
 A request is rendered (see ``_render``) into a list of :class:`Segment` — one
 per tool, system block, message or content block, depending on the provider.
@@ -16,7 +16,7 @@ A rule takes a plain segment list or a :class:`Prompt` whose prefix lengths and
 breakpoints were computed once (the audit extends one per request), and reads
 only the positions it needs, so a request costs what it inspects.
 
-Sources (PROVIDERS.md, "Emulator rules" and the per-provider sections):
+Sources (docs/providers.md, "Prompt caches", which names each provider's page):
 DeepSeek caches the longest stored prefix in whole units (64 tokens in its 2024
 docs) and stores units at the end of the input and of the output; OpenAI caches
 nothing below 1024 shared tokens and then 128-token steps; Anthropic reads only

@@ -16,10 +16,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tapelog._errors import ProviderError
 from tapelog.agent import Agent, TurnResult, fs_tools
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cli._common import store_option, write_output
-from tapelog.cli._setup import open_session, resolve_provider
+from tapelog.cli._setup import check_api_key, open_session, resolve_provider
 from tapelog.cli._store_cmds import load_target
 from tapelog.cli._stores import open_store
 from tapelog.llm import usage_prompt_tokens, wire_named
@@ -89,10 +90,12 @@ def _agent_options(func: Any) -> Any:
             help="Directory the fs tools are confined to.",
         ),
         click.option(
-            "--check",
-            is_flag=True,
+            "--check/--no-check",
             default=None,
-            help="Rebuild and compare every request before sending (TAPELOG_CHECK=1).",
+            help=(
+                "Rebuild every request from the log and compare before sending (default: on, "
+                "unless TAPELOG_CHECK=0; it costs what is new, see docs/cli.md)."
+            ),
         ),
         store_option,
     ]
@@ -144,7 +147,13 @@ def _check_base_url(url: str | None) -> None:
         )
 
 
-async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
+async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = False) -> None:
+    """Open or create the session, set up the provider and run ``body(agent)``.
+
+    ``key_first``: a provider key that is missing is an error before a new
+    session is stored (``run``: its one turn could only fail, and an empty
+    session would be left behind). A resumed session keeps the logged error turn.
+    """
     for name in ("session_id", "provider", "model", "base_url", "system"):
         _check_utf8(opts[name], "--" + name.replace("_id", "").replace("_", "-"))
     _check_base_url(opts["base_url"])
@@ -162,8 +171,17 @@ async def _with_agent(opts: Mapping[str, Any], body: Any) -> None:
             system = session.header.system
         tools = fs_tools(opts["workspace"]) if opts["toolset"] == "fs" else ()
         # A new session is stored only once the options are known to be good,
-        # so a usage error leaves no empty session behind.
+        # so a usage error (or, for run, a missing API key) leaves no empty session behind.
         if writer is None:
+            if key_first:
+                try:
+                    check_api_key(setup.config)
+                except ProviderError as exc:
+                    await setup.aclose()
+                    click.echo(
+                        f"error: {exc} Nothing was sent and no session was stored.", err=True
+                    )
+                    raise click.exceptions.Exit(1) from None
             writer = store.create(session)
         agent = Agent(
             session,
@@ -209,7 +227,7 @@ def run_cmd(prompt: str, **opts: Any) -> None:
         if result.reason["kind"] == "aborted":
             raise click.exceptions.Exit(130)  # the shell's code for "stopped by Ctrl-C"
 
-    asyncio.run(_with_agent(opts, body))
+    asyncio.run(_with_agent(opts, body, key_first=True))
 
 
 def _read_prompt() -> str | None:
@@ -296,12 +314,23 @@ def chat_cmd(**opts: Any) -> None:
     help="Write each body to DIR/0001.json, 0002.json, ...",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
+@click.option(
+    "--one-shot",
+    "one_shots",
+    is_flag=True,
+    help="Also rebuild one-shot calls (compaction summaries), in send order.",
+)
 def requests_cmd(
-    target: str, store: str | None, wire: str | None, out: Path | None, as_json: bool
+    target: str,
+    store: str | None,
+    wire: str | None,
+    out: Path | None,
+    as_json: bool,
+    one_shots: bool,
 ) -> None:
-    """Rebuild every loop request of a session from its log alone."""
+    """Rebuild every request a session sent, from its log alone."""
     session = load_target(target, store)
-    rebuilt = rebuild_requests(session.events, session_id=session.id)
+    rebuilt = rebuild_requests(session, one_shots=one_shots)
     rows: list[dict[str, Any]] = []
     for item in rebuilt:
         body = encode_request(
@@ -312,6 +341,7 @@ def requests_cmd(
         rows.append(
             {
                 "index": item.index,
+                "kind": item.kind,
                 "turn": item.turn,
                 "step": item.step,
                 "boundary_seq": item.boundary_seq,
@@ -328,18 +358,17 @@ def requests_cmd(
     if as_json:
         click.echo(encode(rows).decode("utf-8"))
         return
-    table = Table(title=f"{len(rows)} loop request(s) rebuilt from session {session.id}")
-    for column in ("#", "turn", "step", "seq", "messages", "tools", "bytes", "header"):
-        table.add_column(column, justify="right" if column != "header" else "left")
+    what = "request" if one_shots else "loop request"
+    title = f"{len(rows)} {what}{'' if len(rows) == 1 else 's'} rebuilt from session {session.id}"
+    table = Table(title=title)
+    columns = ("#", "kind", "turn", "step", "seq", "messages", "tools", "bytes", "header")
+    for column in columns if one_shots else [c for c in columns if c != "kind"]:
+        table.add_column(column, justify="left" if column in ("kind", "header") else "right")
+    keys = ("index", "kind", "turn", "step", "boundary_seq", "messages", "tools", "bytes")
     for row in rows:
         header = ", ".join(str(s) for s in row["header_seqs"]) or "-"
-        table.add_row(
-            *(
-                str(row[k])
-                for k in ("index", "turn", "step", "boundary_seq", "messages", "tools", "bytes")
-            ),
-            header,
-        )
+        cells = ["-" if row[k] is None else str(row[k]) for k in keys if one_shots or k != "kind"]
+        table.add_row(*cells, header)
     Console().print(table)
     if out is not None:
         click.echo(f"wrote {len(rows)} body file(s) to {out}")

@@ -10,18 +10,18 @@ as long as the process.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import click
 import httpx
 
 from tapelog.emulator import Emulator
-from tapelog.llm import DEFAULT_MODELS, PROVIDERS, make_client
-from tapelog.llm._types import ProviderClient
+from tapelog.llm import DEFAULT_MODELS, PROVIDERS, ProviderClient, make_client, resolve_api_key
 from tapelog.log import LlmCallConfig, Session
 from tapelog.store import SessionStore, SessionWriter, validate_session_id
 
-__all__ = ["ProviderSetup", "open_session", "resolve_provider"]
+__all__ = ["ProviderSetup", "check_api_key", "open_session", "resolve_provider"]
 
 
 def open_session(
@@ -104,3 +104,16 @@ def resolve_provider(
     else:
         client = make_client(config, base_url=base_url)
     return ProviderSetup(client=client, config=config, emulator=emulator, http=http)
+
+
+def check_api_key(config: LlmCallConfig, env: Mapping[str, str] | None = None) -> None:
+    """Raise the client's own :class:`~tapelog.ProviderError` now, before any
+    request, if ``config.provider`` needs an API key that is missing or unusable.
+
+    The key is read from the environment as the client reads it at send time;
+    it is only checked here, never kept.
+    """
+    spec = PROVIDERS[config.provider]
+    resolve_api_key(
+        spec.name, spec.api_key_env, os.environ if env is None else env, required=spec.key_required
+    )

@@ -3,14 +3,12 @@
 :class:`Emulator` speaks the OpenAI-compatible chat completions wire (DeepSeek
 and OpenAI cache rules) and the Anthropic Messages wire, answers from a script
 or a deterministic default policy, and reports cache usage by each provider's
-documented rule. The rules themselves are pure functions over segment lists
-(``deepseek_rule``, ``openai_rule``, ``anthropic_rule``); :func:`account` applies
-one and updates a store, for the emulator and the cache audit alike. See
-docs/emulator.md.
+documented rule. The rules themselves live in :mod:`tapelog.cache` (pure
+functions over segment lists, shared with the cache audit) and are re-exported
+here for convenience. See docs/emulator.md.
 """
 
-from tapelog.emulator._app import ROUTES, Emulator, ReceivedRequest
-from tapelog.emulator._cache import (
+from tapelog.cache import (
     CacheOutcome,
     PrefixStore,
     Prompt,
@@ -18,19 +16,18 @@ from tapelog.emulator._cache import (
     Segment,
     SegmentSource,
     account,
+    anthropic_block_source,
     anthropic_rule,
+    anthropic_sources,
     chain_segments,
     deepseek_rule,
-    openai_rule,
-)
-from tapelog.emulator._openai_wire import reply_sources
-from tapelog.emulator._render import (
-    anthropic_block_source,
-    anthropic_sources,
     estimate_bytes,
     openai_message_source,
+    openai_rule,
     openai_sources,
 )
+from tapelog.emulator._app import ROUTES, Emulator, ReceivedRequest
+from tapelog.emulator._openai_wire import reply_sources
 from tapelog.emulator._script import Fault, Reply, ToolCallSpec, load_script, parse_entry
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Pure functions from a resolved reply to response bytes. Blocks come in the
 order a model produces them — thinking (with its signature), text, tool uses —
-and ``message_delta`` carries the cumulative usage (PROVIDERS.md, "Anthropic
+and ``message_delta`` carries the cumulative usage (docs/providers.md, "Anthropic
 Messages").
 """
 
@@ -12,7 +12,7 @@ import hashlib
 from typing import Any
 
 from tapelog._errors import JsonValueError
-from tapelog.emulator._cache import CacheOutcome
+from tapelog.cache import CacheOutcome
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream, event_frame, split_even, split_every
 from tapelog.log import decode, encode

@@ -24,8 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tapelog.emulator import _openai_wire as openai
-from tapelog.emulator._cache import (
+from tapelog.cache import (
     CacheOutcome,
     PrefixStore,
     Rule,
@@ -33,6 +32,7 @@ from tapelog.emulator._cache import (
     account,
     chain_segments,
 )
+from tapelog.emulator import _openai_wire as openai
 from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Meta, parse_body
 from tapelog.emulator._script import Entry, Fault, Reply, default_reply, parse_entry
 from tapelog.log import decode, encode
@@ -94,7 +94,7 @@ class Emulator:
     ``context_window`` makes longer prompts fail like the real API;
     ``ttl_seconds`` expires stored prefixes (default: never, for determinism);
     ``clock`` gives ``created`` timestamps and TTL time. ``deepseek_unit`` and
-    ``anthropic_minimum`` are the dated provider numbers from PROVIDERS.md.
+    ``anthropic_minimum`` are the dated provider numbers of docs/providers.md ("Prompt caches").
     """
 
     def __init__(

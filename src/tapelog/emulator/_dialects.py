@@ -13,17 +13,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tapelog._errors import JsonValueError
-from tapelog.emulator import _anthropic_wire as anthropic
-from tapelog.emulator import _openai_wire as openai
-from tapelog.emulator._cache import CacheOutcome, SegmentSource
-from tapelog.emulator._render import (
-    Conversation,
+from tapelog.cache import (
+    CacheOutcome,
+    SegmentSource,
     anthropic_sources,
     count_cache_controls,
     openai_sources,
-    summarize_anthropic,
-    summarize_openai,
 )
+from tapelog.emulator import _anthropic_wire as anthropic
+from tapelog.emulator import _openai_wire as openai
+from tapelog.emulator._render import Conversation, summarize_anthropic, summarize_openai
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream
 from tapelog.emulator._turns import (

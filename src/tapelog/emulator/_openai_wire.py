@@ -5,7 +5,7 @@ Pure functions from a resolved reply to response bytes: the streamed
 the usage object of each cache rule, and the error bodies. The DeepSeek flavour
 adds ``reasoning_content`` deltas, a ``: keep-alive`` comment first, and its
 ``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` usage fields
-(PROVIDERS.md, "OpenAI-compatible chat completions" and "DeepSeek specifics").
+(docs/providers.md, "OpenAI-compatible body" and "Prompt caches").
 """
 
 from __future__ import annotations
@@ -13,8 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog.emulator._cache import CacheOutcome, SegmentSource
-from tapelog.emulator._render import openai_message_source
+from tapelog.cache import (
+    CacheOutcome,
+    SegmentSource,
+    openai_reply_message,
+    openai_reply_sources,
+)
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream, comment_frame, data_frame, split_even, split_every
 from tapelog.log import encode
@@ -93,29 +97,20 @@ def usage_of(outcome: CacheOutcome, reply: Reply, *, deepseek: bool) -> dict[str
     return usage
 
 
+def _calls(reply: Reply) -> list[tuple[str | None, str, str]]:
+    return [(c.id, c.name, c.arguments) for c in reply.tool_calls]
+
+
 def message_of(reply: Reply, *, reasoning: bool) -> dict[str, Any]:
     """The assistant message: the non-streamed answer and what a client sends back."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-    if reasoning and reply.reasoning:
-        message["reasoning_content"] = reply.reasoning
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.tool_calls
-        ]
-    return message
+    return openai_reply_message(
+        reply.text, reply.reasoning, _calls(reply), with_reasoning=reasoning
+    )
 
 
 def reply_sources(reply: Reply) -> list[SegmentSource]:
-    """The reply as a client would send it back, with and without reasoning.
-
-    Whether reasoning goes back is a per-model client setting, so a DeepSeek
-    store keeps both renderings (as output prefixes chained after the prompt).
-    """
-    variants = [message_of(reply, reasoning=True)]
-    if reply.reasoning:
-        variants.append(message_of(reply, reasoning=False))
-    return [openai_message_source(m) for m in variants]
+    """The reply as a client would send it back (see ``openai_reply_sources``)."""
+    return openai_reply_sources(reply.text, reply.reasoning, _calls(reply))
 
 
 @dataclass(frozen=True, slots=True)

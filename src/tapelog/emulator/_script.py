@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tapelog._errors import JsonValueError
-from tapelog.emulator._render import Conversation, estimate_text
+from tapelog.cache import estimate_text
+from tapelog.emulator._render import Conversation
 from tapelog.log import decode
 
 __all__ = [

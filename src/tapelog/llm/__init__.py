@@ -1,6 +1,6 @@
 """Provider adapters: pure wire serializers, streaming clients and the provider table.
 
-Two wire families (DESIGN §8): OpenAI-compatible chat completions
+Two wire families (docs/providers.md): OpenAI-compatible chat completions
 (:class:`OpenAIWire`, dialects ``openai``, ``deepseek``, ``compatible``) and
 Anthropic Messages (:class:`AnthropicWire`). Serializing is a pure function of
 the request; the streaming clients send exactly those bytes and yield neutral
@@ -12,6 +12,7 @@ from tapelog.llm._anthropic_stream import anthropic_usage
 from tapelog.llm._anthropic_wire import ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicWire
 from tapelog.llm._assemble import AssembledMessage, assemble_message
 from tapelog.llm._clients import ANTHROPIC_VERSION, AnthropicClient, OpenAIClient
+from tapelog.llm._http import resolve_api_key
 from tapelog.llm._openai_stream import openai_usage
 from tapelog.llm._openai_wire import (
     DEFAULT_REASONING_SEND_BACK,
@@ -24,7 +25,10 @@ from tapelog.llm._pieces import BodyCache
 from tapelog.llm._registry import (
     DEFAULT_MODELS,
     PROVIDERS,
+    WIRE_OPTIONS,
     ProviderSpec,
+    client_wire,
+    encode_request,
     make_client,
     provider_spec,
     wire_for,
@@ -32,12 +36,14 @@ from tapelog.llm._registry import (
 )
 from tapelog.llm._types import (
     AbortHandle,
-    LlmRequest,
     ProviderClient,
     WireFormat,
+    estimate_tokens,
     normalise_usage,
+    usage_count,
     usage_prompt_tokens,
 )
+from tapelog.request import LlmRequest
 
 __all__ = [
     "ANTHROPIC_DEFAULT_MAX_TOKENS",
@@ -46,6 +52,7 @@ __all__ = [
     "DEFAULT_REASONING_SEND_BACK",
     "MODEL_REASONING_SEND_BACK",
     "PROVIDERS",
+    "WIRE_OPTIONS",
     "AbortHandle",
     "AnthropicClient",
     "AnthropicWire",
@@ -61,10 +68,15 @@ __all__ = [
     "WireFormat",
     "anthropic_usage",
     "assemble_message",
+    "client_wire",
+    "encode_request",
+    "estimate_tokens",
     "make_client",
     "normalise_usage",
     "openai_usage",
     "provider_spec",
+    "resolve_api_key",
+    "usage_count",
     "usage_prompt_tokens",
     "wire_for",
     "wire_named",

@@ -104,7 +104,10 @@ class AnthropicWire:
         """One neutral message as ``(wire role, blocks)``; the per-node cache piece."""
         return _map_message(message, where)
 
-    def _groups(self, request: LlmRequest, cache: BodyCache | None) -> list[Group]:
+    def groups(self, request: LlmRequest, cache: BodyCache | None) -> list[Group]:
+        """The wire messages of ``request``: consecutive neutral messages of one
+        wire role merged, tool results first in a user message (what the cache
+        audit renders, block by block)."""
         seqs = node_seq_list(request.messages, request.node_seqs)
         if cache is not None:
             cache.bind(_CACHE_KEY)
@@ -113,9 +116,14 @@ class AnthropicWire:
             cache.prune(seqs)
         return groups
 
+    @staticmethod
+    def breakpoints(groups: Sequence[Group]) -> set[tuple[int, int]]:
+        """``(group, block)`` positions that carry ``cache_control`` (rules 3 and 4)."""
+        return _breakpoints(groups)
+
     def build_body(self, request: LlmRequest) -> FrozenDict:
         """The body object in one piece (``encode`` of it == :meth:`encode_body`)."""
-        groups = self._groups(request, None)
+        groups = self.groups(request, None)
         marks = _breakpoints(groups)
         messages = [
             {
@@ -134,7 +142,7 @@ class AnthropicWire:
     def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:
         """The exact HTTP body: same request, same bytes (with or without ``cache``)."""
         if cache is None:
-            groups = self._groups(request, None)
+            groups = self.groups(request, None)
             parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups)))
         else:
             parts = _cached_parts(request, cache)

@@ -10,21 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import httpx
 
-from tapelog._errors import HeaderError, ProviderError
+from tapelog._errors import ClientMismatchError, HeaderError, ProviderError
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
-from tapelog.llm._openai_wire import OpenAIDialect, OpenAIWire
+from tapelog.llm._openai_wire import OpenAIDialect, OpenAIWire, ReasoningSendBack
 from tapelog.llm._types import ProviderClient, WireFormat
 from tapelog.log import LlmCallConfig
+from tapelog.request import LlmRequest
 
 __all__ = [
     "DEFAULT_MODELS",
     "PROVIDERS",
+    "WIRE_OPTIONS",
     "ProviderSpec",
+    "client_wire",
+    "encode_request",
     "make_client",
     "provider_spec",
     "wire_for",
@@ -126,17 +130,90 @@ def provider_spec(name: str) -> ProviderSpec:
     return spec
 
 
+WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "openai": ("reasoning_send_back",),
+    "anthropic": (),
+    "local": ("reasoning_send_back",),
+}
+"""The ``config.wire`` options each wire family reads (docs/providers.md)."""
+
+
+def _send_back(spec: ProviderSpec, options: Mapping[str, Any]) -> ReasoningSendBack | None:
+    allowed = WIRE_OPTIONS[spec.family]
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        known = ", ".join(allowed) or "none"
+        raise HeaderError(
+            f"config.wire has the option {unknown[0]!r}, which the {spec.name} wire does not "
+            f"read (its options: {known})."
+        )
+    value = options.get("reasoning_send_back")
+    if value is not None and value not in get_args(ReasoningSendBack):
+        raise HeaderError(
+            f"config.wire.reasoning_send_back must be one of "
+            f"{', '.join(get_args(ReasoningSendBack))}, got {value!r}."
+        )
+    return value
+
+
 def wire_for(config: LlmCallConfig) -> WireFormat:
     """The serializer for a logged config (pure: no environment, no network).
 
-    The ``local`` provider serializes with the compatible OpenAI dialect too
-    (its client parses that body for llama.cpp).
+    The config alone decides it: the provider's wire family and dialect, and
+    the wire options in ``config.wire``. The ``local`` provider serializes with
+    the compatible OpenAI dialect too (its client parses that body for llama.cpp).
     """
     spec = provider_spec(config.provider)
+    send_back = _send_back(spec, config.wire)
     if spec.family == "anthropic":
         return AnthropicWire()
     assert spec.dialect is not None
-    return OpenAIWire(dialect=spec.dialect)
+    return OpenAIWire(dialect=spec.dialect, send_back=send_back)
+
+
+_BUILT_IN_WIRES: Final = (OpenAIWire, AnthropicWire)
+
+
+def client_wire(client: ProviderClient, config: LlmCallConfig, *, checked: bool) -> WireFormat:
+    """The wire ``client`` serializes with, once it is known to be the one the
+    logged ``config`` implies; otherwise :class:`ClientMismatchError`, before
+    anything is sent.
+
+    The provider must be the config's, and a built-in wire format must equal
+    ``wire_for(config)`` (dialect and every wire option). A custom wire format
+    cannot be compared by value: it is accepted only when the invariant checker
+    (``checked``) will compare its bytes with the rebuild.
+    """
+    if client.provider != config.provider:
+        raise ClientMismatchError(
+            f"the logged config names provider {config.provider!r}, but the client sends to "
+            f"{client.provider!r}; nothing was sent. Use a client made for the config "
+            "(make_client(config)) or keep the provider the client was made for."
+        )
+    expected = wire_for(config)
+    wire = client.wire
+    if isinstance(wire, _BUILT_IN_WIRES):
+        if wire != expected:
+            raise ClientMismatchError(
+                f"the client serializes with {wire!r}, but the logged config implies "
+                f"{expected!r}; nothing was sent. Put model-visible wire options in the "
+                "config (config.wire, see docs/providers.md) so the log can rebuild the bytes."
+            )
+    elif not checked:
+        raise ClientMismatchError(
+            f"the client serializes with a custom wire format ({type(wire).__name__}), which "
+            "tapelog can trust only when the invariant checker compares its bytes with the "
+            "rebuild; turn the checker on (check=True) or use the built-in wire formats."
+        )
+    return wire
+
+
+def encode_request(request: LlmRequest, *, wire: WireFormat | None = None) -> bytes:
+    """The exact HTTP body of ``request``: the serializer the live loop uses.
+
+    ``wire`` defaults to the wire format of the request's own logged config.
+    """
+    return (wire or wire_for(request.config)).encode_body(request)
 
 
 def wire_named(name: str, config: LlmCallConfig | None = None) -> WireFormat:
@@ -150,8 +227,8 @@ def wire_named(name: str, config: LlmCallConfig | None = None) -> WireFormat:
         return AnthropicWire()
     if name == "openai" and config is not None:
         spec = PROVIDERS.get(config.provider)
-        if spec is not None and spec.family != "anthropic" and spec.dialect is not None:
-            return OpenAIWire(dialect=spec.dialect)
+        if spec is not None and spec.family != "anthropic":
+            return wire_for(config)
     return wire_for(LlmCallConfig(provider=name, model=config.model if config else "-"))
 
 
@@ -211,12 +288,13 @@ def make_client(
             key_required=spec.key_required,
             env=env,
         )
-    assert spec.dialect is not None
+    wire = wire_for(config)
+    assert isinstance(wire, OpenAIWire)
     return OpenAIClient(
         http_client=http,
         base_url=url,
         provider=spec.name,
-        wire=OpenAIWire(dialect=spec.dialect),
+        wire=wire,
         api_key_env=spec.api_key_env,
         key_required=spec.key_required,
         env=env,

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tapelog.cache import estimate_bytes
 from tapelog.llm._pieces import BodyCache
-from tapelog.log import EpochHeader, FrozenDict, FrozenList, freeze
+from tapelog.log import FrozenDict, freeze
+from tapelog.request import LlmRequest
 
 __all__ = [
     "AbortHandle",
@@ -27,36 +28,6 @@ __all__ = [
     "usage_count",
     "usage_prompt_tokens",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LlmRequest:
-    """One model request, frozen. Mutating it raises.
-
-    ``messages`` is the full message list sent: the header's prefix messages
-    first, then the projected history. ``node_seqs`` names, for each history
-    message, the event seq it was projected from (prefix messages have none),
-    which lets wire formats cache each message's bytes per surface node.
-    ``one_shot`` marks calls the invariant checker must skip (the compaction
-    summary); ``session_id`` and ``boundary_seq`` (the ``step/start`` seq) tie a
-    loop request to the log position it was rebuilt from.
-    """
-
-    header: EpochHeader
-    messages: FrozenList
-    node_seqs: tuple[int | None, ...] = ()
-    session_id: str | None = None
-    boundary_seq: int | None = None
-    one_shot: bool = False
-
-    def __post_init__(self) -> None:
-        if type(self.messages) is not FrozenList:  # already deep-frozen: keep it (O(1))
-            object.__setattr__(self, "messages", freeze(list(self.messages), path="messages"))
-        object.__setattr__(self, "node_seqs", tuple(self.node_seqs))
-
-    @property
-    def config(self) -> Any:
-        return self.header.config
 
 
 class AbortHandle:
@@ -149,7 +120,7 @@ def normalise_usage(
 def estimate_tokens(data: bytes) -> int:
     """The documented token estimate used by the emulator, compaction and the
     audit: one token per started 4 bytes of canonical JSON."""
-    return (len(data) + 3) // 4
+    return estimate_bytes(data)
 
 
 def usage_prompt_tokens(usage: Mapping[str, Any]) -> int:

@@ -8,20 +8,28 @@ from tapelog.log._events import (
     Event,
     event_from_json,
 )
-from tapelog.log._freeze import FrozenDict, FrozenList, JsonValue, freeze, thaw
+from tapelog.log._fold import LogFold
+from tapelog.log._freeze import FrozenDict, FrozenList, JsonValue, concat_frozen, freeze, thaw
 from tapelog.log._header import (
     EpochHeader,
     LlmCallConfig,
     apply_header_delta,
     canonical_header,
     diff_header,
+    fold_header_event,
     fold_request_header,
     header_from_json,
 )
 from tapelog.log._projection import derive_event_message, fold_messages
 from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._repair import repair_interrupted
-from tapelog.log._session import Session, SessionInfo, new_session_id, open_turn_at
+from tapelog.log._session import (
+    Session,
+    SessionEvents,
+    SessionInfo,
+    new_session_id,
+    open_turn_at,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -34,10 +42,13 @@ __all__ = [
     "HeaderRecorder",
     "JsonValue",
     "LlmCallConfig",
+    "LogFold",
     "Session",
+    "SessionEvents",
     "SessionInfo",
     "apply_header_delta",
     "canonical_header",
+    "concat_frozen",
     "decode",
     "derive_event_message",
     "diff_header",
@@ -45,6 +56,7 @@ __all__ = [
     "encode",
     "encode_str",
     "event_from_json",
+    "fold_header_event",
     "fold_messages",
     "fold_request_header",
     "freeze",

@@ -264,6 +264,44 @@ def _step(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "step", int)
 
 
+def _optional(etype: str, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    """``data[key]`` checked like :func:`_need` when present (``None`` when absent)."""
+    return _need(etype, data, key, kind) if key in data else None
+
+
+def _check_error(etype: str, data: Mapping[str, Any]) -> None:
+    error = _optional(etype, data, "error", dict)
+    if error is not None and not isinstance(error.get("message", ""), str):
+        raise _fail(etype, "data.error.message must be a string")
+
+
+def _step_end(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    _optional(etype, data, "sent", bool)
+    _check_error(etype, data)
+
+
+_USAGE_COUNTS: Final = ("input", "cache_read", "cache_write", "output", "reasoning")
+
+
+def _check_usage(etype: str, usage: Any, where: str) -> None:
+    """Normalised usage: every count present is a non-negative integer."""
+    if not isinstance(usage, dict):
+        raise _fail(etype, f"{where} must be an object")
+    for key in _USAGE_COUNTS:
+        if key in usage:
+            value = usage[key]
+            if type(value) is not int or value < 0:
+                raise _fail(
+                    etype, f"{where}.{key} must be a non-negative integer, got {_json_type(value)}"
+                )
+
+
+def _seqs(etype: str, value: Any, where: str) -> None:
+    if not isinstance(value, list) or not all(type(s) is int and s >= 0 for s in value):
+        raise _fail(etype, f"{where} must be a list of seqs (non-negative integers)")
+
+
 def _message(etype: str, data: Mapping[str, Any]) -> None:
     check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
     _check_source(etype, data)
@@ -283,8 +321,8 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
     for key in ("provider", "model"):
         if not isinstance(source.get(key), str):
             raise _fail(etype, f"data.source.{key} must be a string")
-    if "usage" in data and not isinstance(data["usage"], dict):
-        raise _fail(etype, "data.usage must be an object")
+    if "usage" in data:
+        _check_usage(etype, data["usage"], "data.usage")
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
 
@@ -328,21 +366,53 @@ def _header_delta(etype: str, data: Mapping[str, Any]) -> None:
         raise _fail(etype, f"unknown delta field {extra[0]!r}")
 
 
+def _compact_start(etype: str, data: Mapping[str, Any]) -> None:
+    _optional(etype, data, "id", str)
+    _optional(etype, data, "trigger", str)
+    if data.get("turn") is not None:
+        _need(etype, data, "turn", int)
+    _optional(etype, data, "context_tokens", int)
+    if "region" in data:
+        _seqs(etype, data["region"], "data.region")
+        if data["region"]:
+            _need(etype, data, "instruction", str)
+            if _need(etype, data, "max_tokens", int) < 1:
+                raise _fail(etype, "data.max_tokens must be at least 1")
+
+
 def _summary(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "provider", str)
     _need(etype, data, "model", str)
     _need(etype, data, "max_tokens", int)
+    _optional(etype, data, "id", str)
+    if "usage" in data:
+        _check_usage(etype, data["usage"], "data.usage")
+    shadowed = _optional(etype, data, "shadowed", dict)
+    if shadowed is not None and not all(type(shadowed.get(k)) is int for k in ("start", "end")):
+        raise _fail(etype, "data.shadowed needs integer start and end seqs")
+    if "shadowed_seqs" in data:
+        _seqs(etype, data["shadowed_seqs"], "data.shadowed_seqs")
+    for key in ("shadowed_tokens", "summary_tokens"):
+        _optional(etype, data, key, int)
 
 
-def _anything(etype: str, data: Mapping[str, Any]) -> None:
-    return None
+def _compact_end(etype: str, data: Mapping[str, Any]) -> None:
+    _optional(etype, data, "id", str)
+    _optional(etype, data, "ok", bool)
+    _optional(etype, data, "sent", bool)
+    _check_error(etype, data)
+
+
+def _end_seed(etype: str, data: Mapping[str, Any]) -> None:
+    _optional(etype, data, "parent", str)
+    _optional(etype, data, "seed_length", int)
 
 
 _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "turn/start": _turn,
     "turn/end": _turn_end,
     "step/start": _step,
-    "step/end": _step,
+    "step/end": _step_end,
     "user/message": _message,
     "context/message": _message,
     "assistant/chunk": _chunk,
@@ -351,10 +421,10 @@ _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "tool/result": _tool_result,
     "request/header": _header,
     "request/header-delta": _header_delta,
-    "compact/start": _anything,
+    "compact/start": _compact_start,
     "compact/summary": _summary,
-    "compact/end": _anything,
-    "session/end-seed": _anything,
+    "compact/end": _compact_end,
+    "session/end-seed": _end_seed,
 }
 
 

@@ -20,6 +20,7 @@ classic case). Canonical form: empty is the same as absent.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -27,7 +28,7 @@ from typing import Any, Final
 from tapelog._errors import HeaderError, JsonValueError
 from tapelog.log._canonical import encode
 from tapelog.log._events import Event
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_dict, freeze_list
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze_dict, freeze_list
 
 __all__ = [
     "EpochHeader",
@@ -35,6 +36,7 @@ __all__ = [
     "apply_header_delta",
     "canonical_header",
     "diff_header",
+    "fold_header_event",
     "fold_request_header",
     "header_from_json",
 ]
@@ -54,7 +56,10 @@ class LlmCallConfig:
 
     All of it is logged. ``extras`` holds provider-specific body fields (for
     example ``{"thinking": {"type": "enabled"}}`` for DeepSeek); they are sent
-    as given, after the standard fields.
+    as given, after the standard fields. ``wire`` holds choices of the wire
+    format that change what the model sees without being body fields of their
+    own (for example ``{"reasoning_send_back": "never"}``); the wire format is
+    chosen from the config alone, so they must be logged too (docs/providers.md).
     """
 
     provider: str
@@ -66,6 +71,7 @@ class LlmCallConfig:
     stop: tuple[str, ...] = ()
     reasoning_effort: str | None = None
     extras: Mapping[str, Any] = field(default_factory=FrozenDict)
+    wire: Mapping[str, Any] = field(default_factory=FrozenDict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.provider, str) or not self.provider:
@@ -73,7 +79,8 @@ class LlmCallConfig:
         if not isinstance(self.model, str) or not self.model:
             raise HeaderError("config.model must be a non-empty string")
         object.__setattr__(self, "stop", tuple(self.stop))
-        object.__setattr__(self, "extras", freeze(self.extras, path="config.extras"))
+        object.__setattr__(self, "extras", freeze_dict(self.extras, path="config.extras"))
+        object.__setattr__(self, "wire", freeze_dict(self.wire, path="config.wire"))
 
     def to_json(self) -> FrozenDict:
         """Canonical JSON form: unset fields are absent."""
@@ -86,13 +93,15 @@ class LlmCallConfig:
             out["stop"] = list(self.stop)
         if self.extras:
             out["extras"] = self.extras
+        if self.wire:
+            out["wire"] = self.wire
         return freeze_dict(out)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LlmCallConfig:
         if not isinstance(obj, Mapping):
             raise HeaderError("header.config must be an object")
-        known = {"provider", "model", "stop", "extras", *(n for n, _ in _SCALARS)}
+        known = {"provider", "model", "stop", "extras", "wire", *(n for n, _ in _SCALARS)}
         unknown = [k for k in obj if k not in known]
         if unknown:
             raise HeaderError(f"header.config has an unknown field {unknown[0]!r}")
@@ -106,32 +115,21 @@ class LlmCallConfig:
         stop = obj.get("stop", ())
         if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
             raise HeaderError("header.config.stop must be a list of strings")
-        extras = obj.get("extras", {})
-        if not isinstance(extras, Mapping):
-            raise HeaderError("header.config.extras must be an object")
+        for name in ("extras", "wire"):
+            if not isinstance(obj.get(name, {}), Mapping):
+                raise HeaderError(f"header.config.{name} must be an object")
         return cls(
             provider=obj.get("provider"),  # type: ignore[arg-type]
             model=obj.get("model"),  # type: ignore[arg-type]
             stop=tuple(stop),
-            extras=extras,
+            extras=obj.get("extras", {}),
+            wire=obj.get("wire", {}),
             **kwargs,
         )
 
     def replace(self, **changes: Any) -> LlmCallConfig:
-        """A copy with some fields changed."""
-        data: dict[str, Any] = {
-            "provider": self.provider,
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "stop": self.stop,
-            "reasoning_effort": self.reasoning_effort,
-            "extras": self.extras,
-        }
-        data.update(changes)
-        return LlmCallConfig(**data)
+        """A copy with some fields changed (validated like a new config)."""
+        return dataclasses.replace(self, **changes)
 
 
 def _check_tools(tools: Sequence[Any]) -> FrozenList:

@@ -22,12 +22,19 @@ from typing import Any, overload
 
 from tapelog._errors import EventError, ForkError, LogError, ReentrantAppendError
 from tapelog.log._events import SURFACE_TYPES, Event, check_payload, event_from_json
+from tapelog.log._fold import LogFold
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze
 from tapelog.log._header import EpochHeader, fold_header_event
-from tapelog.log._projection import derive_event_message
-from tapelog.log._surface import Surface, parse_surface_op
+from tapelog.log._surface import parse_surface_op
 
-__all__ = ["Listener", "Session", "SessionInfo", "new_session_id", "open_turn_at"]
+__all__ = [
+    "Listener",
+    "Session",
+    "SessionEvents",
+    "SessionInfo",
+    "new_session_id",
+    "open_turn_at",
+]
 
 Listener = Callable[[Event], None]
 
@@ -64,8 +71,12 @@ def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
     return open_turn
 
 
-class _EventsView(Sequence[Event]):
-    """A read-only view of a session's event list; slicing returns a list copy."""
+class SessionEvents(Sequence[Event]):
+    """A read-only view of a session's event list; slicing returns a list copy.
+
+    Only a :class:`Session` makes one, over events it validated: readers may
+    fold them without validating again.
+    """
 
     __slots__ = ("_items",)
 
@@ -89,7 +100,7 @@ class _EventsView(Sequence[Event]):
         return reversed(self._items)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, _EventsView):
+        if isinstance(other, SessionEvents):
             return self._items == other._items
         if isinstance(other, (list, tuple)):
             return list(self._items) == list(other)
@@ -127,15 +138,11 @@ class Session:
             parent=parent,
             seed_length=seed_length,
         )
-        self._events: list[Event] = []
-        self._surface = Surface()
-        self._header: EpochHeader | None = None
+        self._fold = LogFold()
+        self._events: list[Event] = self._fold.events
+        self._surface = self._fold.surface
         self._listeners: list[Listener] = []
         self._publishing = False
-        self._messages: list[FrozenDict] = []
-        self._nodes: list[tuple[int, FrozenDict]] = []
-        self._projected = 0
-        self._projected_generation = 0
 
     # --- identity and views --------------------------------------------------
 
@@ -146,7 +153,7 @@ class Session:
     @property
     def events(self) -> Sequence[Event]:
         """The events so far: a read-only live view (no copy; events are frozen)."""
-        return _EventsView(self._events)
+        return SessionEvents(self._fold.events)
 
     @property
     def seq(self) -> int:
@@ -175,7 +182,7 @@ class Session:
     @property
     def header(self) -> EpochHeader | None:
         """The request header folded from the log (``None`` before any snapshot)."""
-        return self._header
+        return self._fold.header
 
     # --- listeners -----------------------------------------------------------
 
@@ -269,10 +276,10 @@ class Session:
                     raise EventError(
                         f"{etype}: source_seqs must name earlier events, got {s!r} at seq {seq}"
                     )
-        header_after = self._header
+        header_after = self._fold.header
         if etype in ("request/header", "request/header-delta"):
             probe = Event(seq=seq, time=time, type=etype, data=frozen)
-            header_after = fold_header_event(self._header, probe)
+            header_after = fold_header_event(header_after, probe)
         if (
             event is not None
             and event.data is frozen
@@ -290,10 +297,7 @@ class Session:
         ), header_after
 
     def _commit(self, event: Event, header: EpochHeader | None) -> None:
-        self._events.append(event)
-        if event.surface_op is not None:
-            self._surface.apply(event.seq, parse_surface_op(event.surface_op))
-        self._header = header
+        self._fold.apply_folded(event, header)
 
     def _publish(self, event: Event) -> None:
         if not self._listeners:
@@ -335,28 +339,13 @@ class Session:
 
     # --- projection ----------------------------------------------------------
 
-    def _project(self) -> None:
-        if self._projected_generation != self._surface.replace_generation:
-            self._messages = []
-            self._nodes = []
-            self._projected = 0
-            self._projected_generation = self._surface.replace_generation
-        for seq in self._surface.nodes_from(self._projected):
-            message = derive_event_message(self._events[seq])
-            if message is not None:
-                self._messages.append(message)
-                self._nodes.append((seq, message))
-        self._projected = len(self._surface)
-
     def derive_messages(self) -> list[FrozenDict]:
         """The model-visible history: a fresh list over shared frozen messages."""
-        self._project()
-        return list(self._messages)
+        return self._fold.messages()
 
     def derive_nodes(self) -> list[tuple[int, FrozenDict]]:
         """Like :meth:`derive_messages`, paired with each message's event seq."""
-        self._project()
-        return list(self._nodes)
+        return self._fold.nodes()
 
     # --- seeds and forks -----------------------------------------------------
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from tapelog._errors import CorruptLogError
+from tapelog._errors import CorruptLogError, LogError
 from tapelog.log import Session, SessionInfo, open_turn_at
+from tapelog.request import walk_requests
 from tapelog.store._format import Problem, replay_events, scan_jsonl
 
 __all__ = ["LogStats", "VerifyReport", "verify_jsonl"]
@@ -30,21 +31,34 @@ class LogStats:
     header_deltas: int
 
     @classmethod
-    def of(cls, session: Session) -> LogStats:
+    def of(cls, session: Session, *, requests: int | None = None) -> LogStats:
+        """Counts of ``session``; ``requests`` is the number of requests it sent
+        (default: every ``step/start``, which counts steps that never sent one)."""
         counts = Counter(event.type for event in session.events)
         return cls(
             events=len(session),
             turns=counts["turn/start"],
-            requests=counts["step/start"],
+            requests=counts["step/start"] if requests is None else requests,
             header_snapshots=counts["request/header"],
             header_deltas=counts["request/header-delta"],
         )
 
     def __str__(self) -> str:
-        return (
-            f"{self.events} events, {self.turns} turns, {self.requests} requests, "
-            f"{self.header_snapshots} header snapshots, {self.header_deltas} header deltas"
+        return ", ".join(
+            _count(n, noun)
+            for n, noun in (
+                (self.events, "event"),
+                (self.turns, "turn"),
+                (self.requests, "request"),
+                (self.header_snapshots, "header snapshot"),
+                (self.header_deltas, "header delta"),
+            )
         )
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 turn``, ``0 turns``, ``2 turns``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +114,11 @@ def verify_jsonl(data: bytes, *, expected_id: str | None = None) -> VerifyReport
     except CorruptLogError as exc:
         line = exc.line if exc.line is not None else 0
         problems.append(Problem(line=line, seq=line - 2, error=exc))
+    requests = None
+    if session is not None:
+        requests, problem = _walk(session)
+        if problem is not None:
+            problems.append(problem)
     problems.sort(key=lambda p: p.line)
     notes: list[str] = []
     if session is not None and len(session):
@@ -117,5 +136,16 @@ def verify_jsonl(data: bytes, *, expected_id: str | None = None) -> VerifyReport
         warnings=tuple(scan.warnings),
         notes=tuple(notes),
         session=session if valid else None,
-        stats=LogStats.of(session) if valid and session is not None else None,
+        stats=LogStats.of(session, requests=requests) if valid and session is not None else None,
     )
+
+
+def _walk(session: Session) -> tuple[int | None, Problem | None]:
+    """The requests the log says were sent, walked as every audit walks them (so a
+    log that verifies can be audited); or the problem that stops the walk."""
+    try:
+        walked = walk_requests(session, one_shots=True)
+        return sum(1 for request in walked if request.kind == "loop"), None
+    except LogError as exc:
+        seq = exc.seq if exc.seq is not None else 0
+        return None, Problem(line=seq + 2, seq=seq, error=CorruptLogError(str(exc), line=seq + 2))

@@ -1,0 +1,97 @@
+"""Ending a step so the log stays well formed, whatever stopped it.
+
+A step ends with ``step/end`` in every case. Before it, in this order: an
+``assistant/message`` if the step has none yet (every step logs exactly one:
+an empty, interrupted one when no answer came), an error ``tool/result`` for
+each tool call the step logged without a result (a history with an unanswered
+call is refused by every provider), and the context injected while the step
+was in flight (:meth:`Agent.inject` waits for the step's results, so it never
+lands between a tool call and its result). A step whose request never left
+(a hook, listener, flush or the checker failed, or an abort came first) says
+so: ``step/end {"sent": false, "error": ...}``, so the rebuild skips it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tapelog.log import Event, FrozenList, Session
+
+__all__ = ["UNANSWERED_TOOL_RESULT", "close_step", "error_of", "open_step_events"]
+
+UNANSWERED_TOOL_RESULT = (
+    "error: the step ended before this tool call got a result (the tool may or may not have run)"
+)
+
+
+def error_of(exc: BaseException | str) -> dict[str, str]:
+    """A logged error object: the exception's type and message."""
+    if isinstance(exc, str):
+        return {"type": "Aborted", "message": exc}
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def open_step_events(session: Session) -> tuple[Event | None, list[Event]]:
+    """The open step's ``step/start`` (``None`` if no step is open) and its events after it."""
+    events = session.events
+    for seq in range(len(events) - 1, -1, -1):
+        event = events[seq]
+        if event.type in ("step/end", "turn/start", "turn/end"):
+            return None, []
+        if event.type == "step/start":
+            return event, list(events[seq + 1 :])
+    return None, []
+
+
+def close_step(
+    session: Session,
+    *,
+    source: Mapping[str, Any] | None,
+    context: list[tuple[FrozenList, str]],
+    sent: bool = True,
+    error: BaseException | str | None = None,
+) -> Event | None:
+    """End the open step (see the module docstring); ``None`` if none is open.
+
+    ``source`` is the provider and model for a missing ``assistant/message``;
+    ``context`` the injections waiting for the step to end (logged and cleared).
+    """
+    start, after = open_step_events(session)
+    if start is None:
+        return None
+    turn, step = start.data["turn"], start.data["step"]
+    if source is not None and not any(e.type == "assistant/message" for e in after):
+        session.append(
+            "assistant/message",
+            {"turn": turn, "step": step, "content": [], "source": source, "interrupted": True},
+            surface_op="append",
+        )
+    answered = {e.data["call_id"] for e in after if e.type == "tool/result"}
+    for call in (e for e in after if e.type == "tool/call"):
+        if call.data["call_id"] in answered:
+            continue
+        session.append(
+            "tool/result",
+            {
+                "turn": turn,
+                "step": step,
+                "call_id": call.data["call_id"],
+                "content": UNANSWERED_TOOL_RESULT,
+                "is_error": True,
+                "error": {"kind": "unanswered"},
+            },
+            surface_op="append",
+            source_seqs=[call.seq],
+        )
+    while context:
+        content, kind = context.pop(0)
+        session.append(
+            "context/message", {"content": content, "source": {"kind": kind}}, surface_op="append"
+        )
+    data: dict[str, Any] = {"turn": turn, "step": step}
+    if not sent:
+        data["sent"] = False
+    if error is not None:
+        data["error"] = error_of(error)
+    return session.append("step/end", data)

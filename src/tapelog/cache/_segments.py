@@ -1,0 +1,197 @@
+"""Request bodies -> cache segments: what a provider's prompt cache sees.
+
+A provider caches the *rendered token sequence*, not the JSON (docs/providers.md,
+"What a prompt cache matches"). The emulator stands in for a chat template by
+giving every segment an identity that ignores what a template would ignore —
+the order of envelope keys, ``content: null`` versus an absent ``content``,
+Anthropic ``cache_control`` markers, a string versus a one-text-block content —
+and keeps byte-exact everything a template copies verbatim: text, tool-call
+``arguments`` strings, tool schemas (key order included), signatures.
+
+The emulator renders the bodies it receives with these functions and the cache
+audit renders rebuilt requests with them, so the two cannot disagree. The token
+estimate is deliberately simple and documented (docs/emulator.md):
+``ceil(len(canonical JSON bytes of the segment) / 4)``, where the segment is the
+message (OpenAI wire) or the block (Anthropic wire) as sent, minus
+``cache_control``. Real tokenizers differ; what matters for tests is that the
+estimate is deterministic and that a byte change changes the identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tapelog.cache._rules import SegmentSource
+from tapelog.log import encode
+
+__all__ = [
+    "anthropic_block_source",
+    "anthropic_sources",
+    "blocks_of",
+    "count_cache_controls",
+    "estimate_bytes",
+    "estimate_text",
+    "openai_message_source",
+    "openai_reply_sources",
+    "openai_sources",
+]
+
+# Values under these keys are copied verbatim by a chat template: key order inside
+# a tool schema or a tool input is part of the rendered tokens.
+_OPAQUE = frozenset({"parameters", "input_schema", "input"})
+
+
+def estimate_bytes(data: bytes) -> int:
+    """The documented token estimate: one token per started 4 bytes."""
+    return (len(data) + 3) // 4
+
+
+def estimate_text(text: str) -> int:
+    return estimate_bytes(text.encode("utf-8"))
+
+
+def _envelope(value: Any, *, drop: frozenset[str] = frozenset()) -> Any:
+    """Sort envelope keys (a template ignores their order), keep opaque values as sent."""
+    if isinstance(value, Mapping):
+        return {
+            k: value[k] if k in _OPAQUE else _envelope(value[k], drop=drop)
+            for k in sorted(value)
+            if k not in drop
+        }
+    if isinstance(value, list):
+        return [_envelope(v, drop=drop) for v in value]
+    return value
+
+
+def _without(value: Any, key: str) -> Any:
+    if isinstance(value, Mapping) and key in value:
+        return {k: v for k, v in value.items() if k != key}
+    return value
+
+
+# --- OpenAI-compatible chat completions -------------------------------------------
+
+
+def openai_message_source(message: Any) -> SegmentSource:
+    """One message as a segment; empty fields (``null``, ``""``, ``[]``) count as absent."""
+    if isinstance(message, Mapping):
+        kept = {k: v for k, v in message.items() if k == "role" or v not in (None, "", [])}
+        identity = encode({"message": _envelope(kept)})
+    else:
+        identity = encode({"message": message})
+    return SegmentSource(identity, estimate_bytes(encode(message)))
+
+
+def openai_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
+    """The tools array as one segment (if any), then each message."""
+    sources: list[SegmentSource] = []
+    tools = body.get("tools")
+    if tools:
+        sources.append(
+            SegmentSource(encode({"tools": _envelope(tools)}), estimate_bytes(encode(tools)))
+        )
+    sources.extend(openai_message_source(m) for m in body.get("messages", ()))
+    return sources
+
+
+# --- Anthropic Messages -----------------------------------------------------------
+
+
+def blocks_of(content: Any) -> list[Any]:
+    """A string content is one text block, as the API treats it."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return list(content)
+    return []
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("cache_control") is not None
+
+
+def _block_source(kind: str, block: Any, extra: Mapping[str, Any]) -> SegmentSource:
+    bare = _without(block, "cache_control")
+    identity = encode({kind: _envelope(bare, drop=frozenset({"cache_control"})), **extra})
+    return SegmentSource(identity, estimate_bytes(encode(bare)), _marked(block))
+
+
+def anthropic_block_source(block: Any, *, role: Any, opens: bool) -> SegmentSource:
+    """One content block of a message as :func:`anthropic_sources` renders it.
+
+    Public so the cache audit can render a conversation block by block as it
+    grows, with the same identities the emulator computes from the body.
+    """
+    return _block_source("block", block, {"role": role, "opens": opens})
+
+
+def anthropic_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
+    """Each tool, each system block, then each content block of each message.
+
+    The block identity carries its role and whether it opens a message, so the
+    same text in a new turn is not the same segment. A top-level
+    ``cache_control`` puts one breakpoint on the last block.
+    """
+    sources: list[SegmentSource] = []
+    for tool in body.get("tools") or ():
+        sources.append(_block_source("tool", tool, {}))
+    for block in blocks_of(body.get("system")):
+        sources.append(_block_source("system", block, {}))
+    for message in body.get("messages", ()):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for i, block in enumerate(blocks_of(content)):
+            sources.append(anthropic_block_source(block, role=role, opens=i == 0))
+    if body.get("cache_control") is not None and sources:
+        last = sources[-1]
+        sources[-1] = SegmentSource(last.identity, last.tokens, True)
+    return sources
+
+
+def count_cache_controls(body: Mapping[str, Any]) -> int:
+    """How many breakpoints the request asks for (the API allows at most 4)."""
+    count = 1 if body.get("cache_control") is not None else 0
+    count += sum(1 for t in body.get("tools") or () if _marked(t))
+    count += sum(1 for b in blocks_of(body.get("system")) if _marked(b))
+    for message in body.get("messages", ()):
+        if isinstance(message, Mapping):
+            count += sum(1 for b in blocks_of(message.get("content")) if _marked(b))
+    return count
+
+
+# --- What a DeepSeek-style cache stores after a reply ------------------------------
+
+
+def openai_reply_message(
+    text: str,
+    reasoning: str,
+    tool_calls: Sequence[tuple[str | None, str, str]],
+    *,
+    with_reasoning: bool,
+) -> dict[str, Any]:
+    """An answer as an OpenAI-compatible assistant message (``tool_calls`` are
+    ``(id, name, arguments)``): the non-streamed answer, and what a client sends back."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if with_reasoning and reasoning:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for cid, name, arguments in tool_calls
+        ]
+    return message
+
+
+def openai_reply_sources(
+    text: str, reasoning: str, tool_calls: Sequence[tuple[str | None, str, str]]
+) -> list[SegmentSource]:
+    """The reply as a client would send it back, with and without reasoning.
+
+    Whether reasoning goes back is a per-model client setting, so a DeepSeek
+    store keeps both renderings (as output prefixes chained after the prompt).
+    """
+    variants = [openai_reply_message(text, reasoning, tool_calls, with_reasoning=True)]
+    if reasoning:
+        variants.append(openai_reply_message(text, reasoning, tool_calls, with_reasoning=False))
+    return [openai_message_source(m) for m in variants]

@@ -1,0 +1,133 @@
+"""The neutral request and the two ways the log turns into one.
+
+A request is the header (config, system prompt, tools, prefix) plus the
+messages sent: the prefix first, then the projected history. The loop request
+of a step is :func:`build_request` over the history projected before its
+``step/start``; the compaction summary of a ``compact/start`` is
+:func:`summary_request` over the region that event names plus its logged
+instruction. The live loop, the compaction, the invariant checker and every
+audit call these same functions, so there is one path from log to request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+from tapelog.log import EpochHeader, FrozenDict, FrozenList, LlmCallConfig, concat_frozen, freeze
+
+__all__ = [
+    "LlmRequest",
+    "build_request",
+    "compaction_inputs",
+    "instruction_message",
+    "summary_request",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmRequest:
+    """One model request, frozen. Mutating it raises.
+
+    ``messages`` is the full message list sent: the header's prefix messages
+    first, then the projected history. ``node_seqs`` names, for each message,
+    the event seq it was projected from (``None`` for prefix messages and a
+    one-shot's instruction), which lets wire formats cache each message's bytes
+    per surface node. ``boundary_seq`` is the seq of the event the request is
+    anchored at: the ``step/start`` of a loop request, the ``compact/start`` of
+    a one-shot compaction summary (``one_shot``).
+    """
+
+    header: EpochHeader
+    messages: FrozenList
+    node_seqs: tuple[int | None, ...] = ()
+    session_id: str | None = None
+    boundary_seq: int | None = None
+    one_shot: bool = False
+
+    def __post_init__(self) -> None:
+        if type(self.messages) is not FrozenList:  # already deep-frozen: keep it (O(1))
+            object.__setattr__(self, "messages", freeze(list(self.messages), path="messages"))
+        object.__setattr__(self, "node_seqs", tuple(self.node_seqs))
+
+    @property
+    def config(self) -> LlmCallConfig:
+        return self.header.config
+
+
+def build_request(
+    *,
+    header: EpochHeader,
+    nodes: Sequence[tuple[int, FrozenDict]],
+    session_id: str | None,
+    boundary_seq: int | None,
+    one_shot: bool = False,
+) -> LlmRequest:
+    """The request for a header and a projected history: prefix first, then history.
+
+    ``nodes`` is ``Session.derive_nodes()`` output (messages already frozen; they
+    are not walked again, so building a request costs O(1) per message).
+    """
+    prefix = header.prefix
+    return LlmRequest(
+        header=header,
+        # Prefix and projected messages are frozen already: no second walk.
+        messages=concat_frozen(prefix, map(itemgetter(1), nodes)),
+        node_seqs=(*((None,) * len(prefix)), *map(itemgetter(0), nodes)),
+        session_id=session_id,
+        boundary_seq=boundary_seq,
+        one_shot=one_shot,
+    )
+
+
+def instruction_message(instruction: str) -> FrozenDict:
+    """The user message a one-shot call ends with."""
+    message: FrozenDict = freeze(
+        {"role": "user", "content": [{"type": "text", "text": instruction}]}
+    )
+    return message
+
+
+def summary_request(
+    *,
+    header: EpochHeader,
+    nodes: Iterable[tuple[int, FrozenDict]],
+    region: Sequence[int],
+    instruction: str,
+    max_tokens: int,
+    session_id: str | None,
+    anchor_seq: int | None,
+) -> LlmRequest:
+    """The one-shot compaction summary: the conversation up to the cut, as the
+    loop sent it, plus the instruction.
+
+    Same system, tools, prefix and messages in the same order, so the request
+    is a prefix of the loop's own requests and reuses their cached prefix; only
+    ``max_tokens`` differs. ``nodes`` is the projection at the ``compact/start``
+    that logged ``region``, ``instruction`` and ``max_tokens``.
+    """
+    shadowed = set(region)
+    kept = [(seq, m) for seq, m in nodes if seq in shadowed]
+    config = header.config.replace(max_tokens=max_tokens)
+    ask = instruction_message(instruction)
+    return LlmRequest(
+        header=EpochHeader(
+            config=config, system=header.system, tools=header.tools, prefix=header.prefix
+        ),
+        messages=concat_frozen(header.prefix, (m for _, m in kept), (ask,)),
+        node_seqs=(*(None for _ in header.prefix), *(s for s, _ in kept), None),
+        session_id=session_id,
+        boundary_seq=anchor_seq,
+        one_shot=True,
+    )
+
+
+def compaction_inputs(data: Mapping[str, Any]) -> tuple[list[int], str, int] | None:
+    """``(region, instruction, max_tokens)`` of a ``compact/start`` payload that
+    sends a summary request, or ``None`` (nothing to compact: no request)."""
+    region = data.get("region")
+    if not region:
+        return None
+    return list(region), data["instruction"], data["max_tokens"]

@@ -1,0 +1,353 @@
+"""One pass over a log, request by request: what was sent and what changed before it.
+
+Every reader that needs the requests a log implies -- the rebuild behind
+``tapelog requests``, the cache report, the request diff, the report -- walks
+the log with :func:`walk_requests`. It folds the events with the log's own fold
+(:class:`tapelog.log.LogFold`: surface, header, cached projection) and yields a
+:class:`WalkedRequest` wherever a request was sent:
+
+* a loop request at each ``step/start`` whose step did not end with
+  ``step/end {"sent": false}`` (the loop logs that when a step failed before its
+  request left: a hook, a listener, the checker, a flush or an abort). Its
+  messages are the projection before the ``step/start``; its header is the
+  fold of every header event up to the step's own (logged right after it);
+* with ``one_shots=True``, a compaction summary request at each
+  ``compact/start`` that names a region, unless its ``compact/end`` says
+  ``"sent": false``. Its inputs are the fold at that event plus the region,
+  instruction and ``max_tokens`` it logs.
+
+The cost is proportional to the log: each event is folded once and each step's
+own events are looked at once more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tapelog._errors import LogError, TapelogError
+from tapelog.log import (
+    EpochHeader,
+    Event,
+    FrozenDict,
+    LogFold,
+    Session,
+    SessionEvents,
+    fold_header_event,
+)
+from tapelog.request._request import (
+    LlmRequest,
+    build_request,
+    compaction_inputs,
+    summary_request,
+)
+
+__all__ = [
+    "HeaderChange",
+    "WalkedRequest",
+    "reading_seq",
+    "request_fields",
+    "trusted_events",
+    "walk_requests",
+]
+
+_HEADER = frozenset({"request/header", "request/header-delta"})
+_STEP_OUTPUT = frozenset({"assistant/chunk", "assistant/message", "step/end", "turn/end"})
+
+
+@contextmanager
+def reading_seq(seq: int) -> Iterator[None]:
+    """Turn an unexpected error while reading the log at ``seq`` into one
+    :class:`LogError` that names the seq (audits never end in a traceback)."""
+    try:
+        yield
+    except TapelogError:
+        raise
+    except Exception as exc:
+        raise LogError(
+            f"seq {seq}: the log holds something this audit cannot read "
+            f"({type(exc).__name__}: {exc}); `tapelog verify` says what is wrong with it",
+            seq=seq,
+        ) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderChange:
+    """A header event and the headers folded just before and after it."""
+
+    event: Event
+    before: EpochHeader | None
+    after: EpochHeader
+
+
+@dataclass(frozen=True, slots=True)
+class WalkedRequest:
+    """One sent request of the walk and what the log did since the one before.
+
+    ``nodes`` is the walker's live history list: read it during the iteration
+    that yielded this request (copy it, or call :meth:`request`, to keep it).
+    """
+
+    index: int
+    """1-based position among the walked requests, in send order."""
+    kind: Literal["loop", "compaction"]
+    turn: int | None
+    step: int | None
+    boundary_seq: int
+    """The seq of the ``step/start`` (loop) or ``compact/start`` (one-shot) it is anchored at."""
+    time: int
+    """When the request was made (its anchor event's time, epoch ms)."""
+    header: EpochHeader
+    """The header the request carries (a one-shot's own ``max_tokens`` aside)."""
+    header_seqs: tuple[int, ...]
+    """Seqs of the header events the step wrote (empty: header unchanged)."""
+    changes: tuple[HeaderChange, ...]
+    """Header events since the previous request's header (its own step's ones too)."""
+    compaction: tuple[Event, ...]
+    """``compact/*`` events since the previous request."""
+    replaces: tuple[Event, ...]
+    """Surface events with a replace op since the previous request."""
+    appended: tuple[int, ...]
+    """Seqs of surface appends since the previous request."""
+    nodes: Sequence[tuple[int, FrozenDict]]
+    replaced_since: bool
+    """Whether the history changed other than by appends since the previous request."""
+    message: Event | None
+    """The step's ``assistant/message`` (``None`` if the step logged none, and for one-shots)."""
+    failed_attempts: int
+    """Attempts that ended in a logged ``error`` chunk before the one that answered."""
+    session_id: str | None
+    one_shot: tuple[list[int], str, int] | None = None
+    """A compaction's ``(region, instruction, max_tokens)``."""
+
+    def request(self) -> LlmRequest:
+        """The request itself, built by the very functions the loop and compaction use."""
+        if self.one_shot is None:
+            return build_request(
+                header=self.header,
+                nodes=self.nodes,
+                session_id=self.session_id,
+                boundary_seq=self.boundary_seq,
+            )
+        region, instruction, max_tokens = self.one_shot
+        return summary_request(
+            header=self.header,
+            nodes=self.nodes,
+            region=region,
+            instruction=instruction,
+            max_tokens=max_tokens,
+            session_id=self.session_id,
+            anchor_seq=self.boundary_seq,
+        )
+
+
+def trusted_events(
+    source: Session | Sequence[Event], session_id: str | None = None
+) -> Sequence[Event]:
+    """The events of a session, or of a plain list after validating it.
+
+    A ``Session`` (and its ``events`` view) was validated event by event when
+    it was appended to or loaded; any other list is replayed through a fresh
+    ``Session`` first, so a walk never folds what the loop could not have logged.
+    """
+    if isinstance(source, Session):
+        return source.events
+    if isinstance(source, SessionEvents):
+        return source
+    return Session.from_events(source, id=session_id).events
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    header: EpochHeader | None
+    header_seqs: tuple[int, ...]
+    changes: tuple[HeaderChange, ...]
+    message: Event | None
+    failed_attempts: int
+    sent: bool
+
+
+def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> _Step:
+    """Look ahead through one step: its header events, answer, failed attempts, end."""
+    header = folded
+    seqs: list[int] = []
+    changes: list[HeaderChange] = []
+    message: Event | None = None
+    failed = 0
+    in_header = True
+    sent = True
+    for seq in range(start.seq + 1, len(events)):
+        event = events[seq]
+        etype = event.type
+        if etype == "step/start" or etype == "turn/start":
+            break
+        if etype in _STEP_OUTPUT:
+            in_header = False
+        if in_header and etype in _HEADER:
+            after = fold_header_event(header, event)
+            assert after is not None
+            changes.append(HeaderChange(event, header, after))
+            header = after
+            seqs.append(seq)
+        elif etype == "assistant/message":
+            message = event
+        elif etype == "assistant/chunk" and event.data["chunk"].get("kind") == "error":
+            failed += 1
+        elif etype == "step/end":
+            sent = event.data.get("sent") is not False
+            break
+    return _Step(header, tuple(seqs), tuple(changes), message, failed, sent)
+
+
+def _one_shot_sent(events: Sequence[Event], start: Event) -> bool:
+    cid = start.data.get("id")
+    for seq in range(start.seq + 1, len(events)):
+        event = events[seq]
+        if event.type == "compact/end" and event.data.get("id") == cid:
+            return event.data.get("sent") is not False
+    return True  # cut short by a crash: the call may have gone out
+
+
+class _Walker:
+    """The walk's state between events: the fold and what changed since the last request."""
+
+    def __init__(self, events: Sequence[Event], session_id: str | None, one_shots: bool) -> None:
+        self.events = events
+        self.session_id = session_id
+        self.one_shots = one_shots
+        self.fold = LogFold()
+        self.consumed: set[int] = set()
+        self.index = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.changes: list[HeaderChange] = []
+        self.compaction: list[Event] = []
+        self.replaces: list[Event] = []
+        self.appended: list[int] = []
+
+    def visit(self, event: Event) -> WalkedRequest | None:
+        """Fold ``event``; the request anchored at it, if one was sent."""
+        etype = event.type
+        walked: WalkedRequest | None = None
+        if etype == "step/start":
+            walked = self._step(event)
+        elif etype in _HEADER and event.seq not in self.consumed:
+            after = fold_header_event(self.fold.header, event)
+            assert after is not None
+            self.changes.append(HeaderChange(event, self.fold.header, after))
+        elif etype == "compact/start" and self.one_shots:
+            walked = self._one_shot(event)
+        if walked is not None:
+            self._reset()
+        if etype.startswith("compact/"):
+            self.compaction.append(event)
+        if event.surface_op is not None:
+            if event.surface_op == "append":
+                self.appended.append(event.seq)
+            else:
+                self.replaces.append(event)
+        self.fold.apply(event)
+        return walked
+
+    def _step(self, event: Event) -> WalkedRequest | None:
+        step = _step_at(self.events, event, self.fold.header)
+        self.consumed.update(step.header_seqs)
+        if not step.sent:
+            # Not sent: its header events still change the header the next
+            # request carries, so they count as changes before that one.
+            self.changes.extend(step.changes)
+            return None
+        if step.header is None:
+            raise LogError(
+                f"seq {event.seq}: the request of this step/start has no request header "
+                "before its output; the log is not a loop session or was cut before "
+                "its first header",
+                seq=event.seq,
+            )
+        self.index += 1
+        return WalkedRequest(
+            index=self.index,
+            kind="loop",
+            turn=event.data["turn"],
+            step=event.data["step"],
+            boundary_seq=event.seq,
+            time=event.time,
+            header=step.header,
+            header_seqs=step.header_seqs,
+            changes=(*self.changes, *step.changes),
+            compaction=tuple(self.compaction),
+            replaces=tuple(self.replaces),
+            appended=tuple(self.appended),
+            nodes=self.fold.live_nodes(),
+            replaced_since=bool(self.replaces),
+            message=step.message,
+            failed_attempts=step.failed_attempts,
+            session_id=self.session_id,
+        )
+
+    def _one_shot(self, event: Event) -> WalkedRequest | None:
+        inputs = compaction_inputs(event.data)
+        if inputs is None or not _one_shot_sent(self.events, event):
+            return None
+        header = self.fold.header
+        if header is None:
+            raise LogError(
+                f"seq {event.seq}: this compaction names a region to summarise, but no "
+                "request header is logged before it",
+                seq=event.seq,
+            )
+        self.index += 1
+        return WalkedRequest(
+            index=self.index,
+            kind="compaction",
+            turn=event.data.get("turn"),
+            step=None,
+            boundary_seq=event.seq,
+            time=event.time,
+            header=header,
+            header_seqs=(),
+            changes=tuple(self.changes),
+            compaction=tuple(self.compaction),
+            replaces=tuple(self.replaces),
+            appended=tuple(self.appended),
+            nodes=self.fold.live_nodes(),
+            replaced_since=bool(self.replaces),
+            message=None,
+            failed_attempts=0,
+            session_id=self.session_id,
+            one_shot=inputs,
+        )
+
+
+def walk_requests(
+    source: Session | Sequence[Event],
+    *,
+    session_id: str | None = None,
+    one_shots: bool = False,
+) -> Iterator[WalkedRequest]:
+    """Every request a log says was sent, in send order (see the module docstring)."""
+    if isinstance(source, Session):
+        session_id = session_id or source.id
+    events = trusted_events(source, session_id)
+    walker = _Walker(events, session_id, one_shots)
+    for event in events:
+        with reading_seq(event.seq):
+            walked = walker.visit(event)
+        if walked is not None:
+            yield walked
+
+
+def request_fields(request: WalkedRequest) -> dict[str, Any]:
+    """The fields that name a walked request in every audit row, in order."""
+    config = request.header.config
+    return {
+        "index": request.index,
+        "turn": request.turn,
+        "step": request.step,
+        "seq": request.boundary_seq,
+        "provider": config.provider,
+        "model": config.model,
+    }
