@@ -6,6 +6,7 @@ the event catalog.
 """
 
 from tapelog._errors import (
+    ClientMismatchError,
     ContextOverflowError,
     CorruptLogError,
     EventError,
@@ -59,6 +60,7 @@ __all__ = [
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "Agent",
+    "ClientMismatchError",
     "ContextOverflowError",
     "CorruptLogError",
     "EpochHeader",

@@ -130,6 +130,12 @@ class Emulator:
         parsed = [parse_entry(r, where=f"script entry {start + i}") for i, r in enumerate(replies)]
         self._queue.extend(parsed)
 
+    def discard_script(self) -> int:
+        """Drop the script entries not consumed yet; how many there were."""
+        count = len(self._queue)
+        self._queue.clear()
+        return count
+
     @property
     def pending(self) -> int:
         """Script entries not consumed yet."""
