@@ -1,0 +1,251 @@
+"""Benchmark of memory per history message; prints one JSON object.
+
+    .venv/bin/python bench/bench_memory.py [--wire openai|anthropic|both] [--jobs N]
+
+What grows with a session is what the loop keeps per message: the logged
+events (the surface message and everything around it: chunks, tool calls,
+step markers), the projection cache, the per-node wire pieces of the
+``BodyCache`` and, with the invariant checker on, the checker's own shadow of
+all of that. This measures it as the process's peak resident set size.
+
+The real :class:`tapelog.agent.Agent` drives one growing session against
+:class:`InstantClient`, a provider client at the edge that answers each
+request at once from canned chunks made for that step (the workload of
+``bench/bench_loop.py``, with smaller payloads: a ~140-byte prompt per turn;
+two tool-calling steps per turn, each a short text and ``lookup`` with
+arguments like ``{"key": "k12"}`` streamed in 8-byte pieces, whose result is
+~80 bytes; then a ~160-byte answer streamed in 24-byte pieces; usage and
+finish on every step). A *history message* is one surface node (user
+message, assistant message, tool result), counted as ``len(session.surface)``;
+a turn adds six. Nothing else is kept: the client does not keep the requests
+it saw (that alone would grow with the square of the session).
+
+Each measurement runs in a fresh subprocess (so one run's peak cannot hide
+another's), grows the session until it has at least ``n`` history messages,
+and reports its peak RSS (``ru_maxrss``): for ``n`` = 100 and 10,000, with
+``check=False`` and ``check=True``. ``kb_per_message`` is
+``(peak_10000 - peak_100) / (messages_10000 - messages_100)`` in KB: the cost
+of one more message of history, the interpreter and imports cancelled out.
+The peak includes the last step's transient request body (one copy, ~1.8 MB at
+10,000 messages, so ~0.18 KB per message; with the check, the rebuilt body
+too), which the HTTP request needs anyway. ``events_per_message`` says how
+much of the log stands behind each message: every streamed chunk is an
+``assistant/chunk`` event (3.5 per message here, the largest single share of
+the log), so a provider that streams finer chunks costs more per message.
+
+``--wire`` picks the body encoded at the edge: ``openai`` (the DeepSeek dialect
+of the OpenAI-compatible wire), ``anthropic`` (the Anthropic Messages wire) or
+``both`` (the default). ``--jobs`` (default 2) runs that many measurements at
+once: each is its own process, so this changes only the wall time (under two
+minutes on 2 cores for both wires), never a peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import orjson
+
+from tapelog.agent import Agent, tool
+from tapelog.llm import (
+    AbortHandle,
+    AnthropicWire,
+    BodyCache,
+    LlmRequest,
+    OpenAIWire,
+    normalise_usage,
+)
+from tapelog.log import FrozenDict, LlmCallConfig, Session, encode_str, freeze
+
+SIZES = (100, 10_000)
+STEPS_PER_TURN = 3  # two tool-calling steps, then a text answer
+WIRES = ("openai", "anthropic")
+# Per wire: the provider the config names and the model it asks for.
+_TARGETS = {
+    "openai": ("deepseek", "deepseek-chat"),
+    "anthropic": ("anthropic", "claude-sonnet-4-5"),
+}
+
+SYSTEM = "\n".join(
+    f"Rule {i}: read the relevant file before answering and cite what you read." for i in range(40)
+)
+_LOREM = (
+    "The session log is the single source of truth; every request is a pure "
+    "function of it, so a prompt cache hits by construction. "
+)
+
+
+def _text(n: int) -> str:
+    return (_LOREM * (n // len(_LOREM) + 1))[:n]
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up in the project notes.
+
+    Args:
+        key: The note to read.
+    """
+    return f"{key}: " + _text(74)
+
+
+def _canned(step: int) -> list[FrozenDict]:
+    """The chunks of global step ``step`` (1-based), made when it is asked for:
+    two tool steps, then an answer."""
+    chunks: list[dict[str, Any]] = []
+    if (step - 1) % STEPS_PER_TURN < STEPS_PER_TURN - 1:
+        chunks.append({"kind": "text", "text": f"Let me look note {step} up in the project notes."})
+        arguments = f'{{"key": "k{step}"}}'
+        chunks.append({"kind": "tool_call", "index": 0, "id": f"call_{step}", "name": "lookup"})
+        chunks += [
+            {"kind": "tool_call", "index": 0, "arguments": arguments[i : i + 8]}
+            for i in range(0, len(arguments), 8)
+        ]
+        finish = "tool_calls"
+    else:
+        answer = f"Answer {step}: " + _text(146)
+        chunks += [{"kind": "text", "text": answer[i : i + 24]} for i in range(0, len(answer), 24)]
+        finish = "stop"
+    chunks.append({"kind": "usage", "usage": normalise_usage(input=100, cache_read=64, output=60)})
+    chunks.append({"kind": "finish", "reason": finish, "raw": finish})
+    frozen: list[FrozenDict] = [freeze(c) for c in chunks]
+    return frozen
+
+
+class InstantClient:
+    """A provider at the edge that answers every request at once from canned
+    chunks; it keeps nothing of the requests it sees."""
+
+    def __init__(self, wire: str) -> None:
+        self.provider = _TARGETS[wire][0]
+        self.wire: OpenAIWire | AnthropicWire = (
+            OpenAIWire(dialect="deepseek") if wire == "openai" else AnthropicWire()
+        )
+        self.cache = BodyCache()  # the Agent adopts it: one encode per surface node
+        self.calls = 0
+
+    async def stream(
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+    ) -> AsyncIterator[FrozenDict]:
+        self.calls += 1
+        for chunk in _canned(self.calls):
+            yield chunk
+
+
+async def _grow(messages: int, wire: str, check: bool) -> Session:
+    """One session, grown turn by turn until it has ``messages`` history messages."""
+    provider, model = _TARGETS[wire]
+    session = Session()
+    agent = Agent(
+        session,
+        InstantClient(wire),
+        config=LlmCallConfig(provider=provider, model=model, max_tokens=1024),
+        system=SYSTEM,
+        tools=[lookup],
+        check=check,
+        max_steps=STEPS_PER_TURN,
+    )
+    turn = 0
+    while len(session.surface) < messages:
+        turn += 1
+        result = await agent.run(f"Question {turn}: " + _text(126))
+        assert result.reason["kind"] == "completed", result.reason
+    return session
+
+
+def _peak_kb() -> int:
+    """Peak RSS of this process in KB (Linux reports ``ru_maxrss`` in KB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def child(messages: int, wire: str, check: bool) -> dict[str, Any]:
+    """One measurement, in this (fresh) process."""
+    started = time.perf_counter()
+    session = asyncio.run(_grow(messages, wire, check))
+    return {
+        "messages": len(session.surface),
+        "events": len(session.events),
+        "peak_rss_kb": _peak_kb(),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def _measure(messages: int, wire: str, check: bool) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--child", str(messages), "--wire", wire]
+    if check:
+        argv.append("--check")
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"measurement {argv[2:]} failed:\n{done.stderr}")
+    out: dict[str, Any] = orjson.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _summary(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
+    runs = (small, large)
+    return {
+        "peak_rss_mb": {
+            str(n): round(m["peak_rss_kb"] / 1024, 1) for n, m in zip(SIZES, runs, strict=True)
+        },
+        "messages": {str(n): m["messages"] for n, m in zip(SIZES, runs, strict=True)},
+        "kb_per_message": round(
+            (large["peak_rss_kb"] - small["peak_rss_kb"]) / (large["messages"] - small["messages"]),
+            2,
+        ),
+        "events_per_message": round(large["events"] / large["messages"], 2),
+        "seconds_10000": large["seconds"],
+    }
+
+
+def bench(wires: tuple[str, ...], jobs: int) -> dict[str, Any]:
+    """Every measurement in its own process, ``jobs`` at a time (the longest first)."""
+    runs = [(wire, check, n) for n in reversed(SIZES) for check in (True, False) for wire in wires]
+
+    def measure(run: tuple[str, bool, int]) -> dict[str, Any]:
+        wire, check, n = run
+        return _measure(n, wire, check)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = dict(zip(runs, pool.map(measure, runs), strict=True))
+    return {
+        wire: {
+            f"check_{'on' if check else 'off'}": _summary(*(results[wire, check, n] for n in SIZES))
+            for check in (False, True)
+        }
+        for wire in wires
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--wire", choices=(*WIRES, "both"), default="both")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="measurements run at once (each in its own process)"
+    )
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(encode_str(child(args.child, args.wire, args.check)))
+        return
+    started = time.perf_counter()
+    wires = WIRES if args.wire == "both" else (args.wire,)
+    result: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "orjson": orjson.__version__,
+    }
+    result.update(bench(wires, max(1, args.jobs)))
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    print(encode_str(result))
+
+
+if __name__ == "__main__":
+    main()
