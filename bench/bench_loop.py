@@ -97,6 +97,8 @@ ENCODE_REPEATS = 30
 WINDOW = 5  # turns averaged around each measured step
 DEEPSEEK_UNIT = 64
 WIRES = ("openai", "anthropic")
+CHECK_MESSAGES = (100, 1_000, 10_000)  # history sizes for the checker's cost
+CHECK_RUNS = 3
 # Per wire: the provider the config names and the model it asks for.
 _TARGETS = {
     "openai": ("deepseek", "deepseek-chat"),
@@ -187,7 +189,7 @@ class InstantClient:
 
 
 async def _grow(
-    total_steps: int, wire: str
+    total_steps: int, wire: str, *, check: bool = False
 ) -> tuple[list[float], list[tuple[float, float, int]], InstantClient]:
     """One session of ``total_steps`` steps: step start times and per-turn spans."""
     marks: list[float] = []
@@ -206,7 +208,7 @@ async def _grow(
         system=SYSTEM,
         tools=[lookup, word_count],
         hooks=Hooks(pre_step=pre_step),
-        check=False,
+        check=check,
         max_steps=STEPS_PER_TURN,
     )
     turn = 0
@@ -292,6 +294,55 @@ def bench_loop(wire: str = "openai") -> dict[str, Any]:
     return out
 
 
+# --- the invariant checker's cost ------------------------------------------------
+
+
+def _window_step(marks: list[float], turns: list[tuple[float, float, int]], step: int) -> float:
+    """Per-step time of the WINDOW turns around global step ``step`` (1-based)."""
+    index = (step - 1) // STEPS_PER_TURN
+    lo, hi = max(0, index - WINDOW // 2), index + WINDOW // 2 + 1
+    span = turns[lo:hi]
+    return sum(end - start for start, end, _ in span) / sum(n for *_, n in span)
+
+
+def bench_checker(wire: str = "openai") -> dict[str, Any]:
+    """Per-step time with the checker on and off at 100, 1,000 and 10,000 messages."""
+    targets = CHECK_MESSAGES
+    total = 0
+    # Two messages per step (an assistant message and a tool result or a prompt).
+    total = targets[-1] // 2 + STEPS_PER_TURN * (WINDOW + 2)
+    best: dict[bool, dict[int, float]] = {False: {}, True: {}}
+    messages: dict[int, int] = {}
+    for _ in range(CHECK_RUNS):
+        for check in (False, True):
+            marks, turns, client = asyncio.run(_grow(total, wire, check=check))
+            for target in targets:
+                step = next(
+                    i + 1
+                    for i, r in enumerate(client.requests)
+                    if len(r.messages) >= target and i % STEPS_PER_TURN == 0
+                )
+                messages[target] = len(client.requests[step - 1].messages)
+                took = _window_step(marks, turns, step)
+                best[check][target] = min(best[check].get(target, float("inf")), took)
+    rows = {
+        str(t): {
+            "messages": messages[t],
+            "off_us": round(best[False][t] * 1e6, 1),
+            "on_us": round(best[True][t] * 1e6, 1),
+            "on_over_off": round(best[True][t] / best[False][t], 2),
+        }
+        for t in targets
+    }
+    low, high = str(targets[0]), str(targets[-1])
+    return {
+        "runs": CHECK_RUNS,
+        "sizes": rows,
+        "on_flatness": round(rows[high]["on_us"] / rows[low]["on_us"], 2),
+        "off_flatness": round(rows[high]["off_us"] / rows[low]["off_us"], 2),
+    }
+
+
 # --- cached-token efficiency on the demo ---------------------------------------
 
 
@@ -368,6 +419,7 @@ def main() -> None:
         "python": sys.version.split()[0],
         "wire": args.wire,
         "loop": bench_loop(args.wire),
+        "checker": bench_checker(args.wire),
         "demo_cache": bench_demo_cache(),
     }
     result["seconds"] = round(time.perf_counter() - started, 1)

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from tapelog._errors import ContextOverflowError, ProviderError
-from tapelog.llm import make_client, wire_for
+from tapelog.llm import AbortHandle, LlmRequest, make_client, usage_prompt_tokens, wire_for
 from tapelog.llm._local import LocalClient, _StopScanner
-from tapelog.llm import AbortHandle, LlmRequest, usage_prompt_tokens
 from tapelog.log import EpochHeader, FrozenDict, LlmCallConfig
 
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."

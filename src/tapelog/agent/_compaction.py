@@ -197,7 +197,7 @@ async def _summarise(session: Session, call: _Call, start: Event) -> tuple[LlmRe
     try:
         request = summary_request(
             header=header,
-            nodes=session.derive_nodes(),
+            nodes=session.history(),
             region=region,
             instruction=start.data["instruction"],
             max_tokens=start.data["max_tokens"],

@@ -389,7 +389,7 @@ class Agent:
         session = self.session
         # The snapshot and step/start share one synchronous frame: nothing can
         # slip between them, so the boundary is exactly this step/start.
-        nodes = session.derive_nodes()
+        nodes = session.history()
         self._in_step, self._step_config = True, self.config
         try:
             boundary = session.append("step/start", {"turn": turn, "step": step})
@@ -536,10 +536,11 @@ class Agent:
         messages appended since (O(new)); a full estimate of the would-be body
         when there is no usable report (none yet, or history was replaced).
         """
-        nodes = self.session.derive_nodes()
+        nodes = self.session.history()
         if self._context is not None and self._context[1] == self.session.replace_generation:
             tokens, _, last = self._context
-            for seq, message in reversed(nodes):
+            for i in range(len(nodes) - 1, -1, -1):
+                seq, message = nodes[i]
                 if seq <= last:
                     break
                 tokens += estimate_tokens(encode(message))

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from itertools import islice
-from operator import is_
 from typing import Any
 
 from tapelog._errors import ReconstructionError
 from tapelog.checker._compare import differences, first_message_difference, mismatch_error
 from tapelog.llm import BodyCache, WireFormat, wire_for
-from tapelog.log import Event, LogFold, Session
+from tapelog.log import Event, History, LogFold, Session
 from tapelog.request import (
     LlmRequest,
     build_request,
@@ -64,8 +62,9 @@ class RequestChecker:
         # The leading messages the last check compared equal, as both sides'
         # objects: the next check compares those by identity only.
         self._verified = 0
-        self._last_sent: Sequence[Any] = ()
-        self._last_rebuilt: Sequence[Any] = ()
+        self._last_sent: list[Any] = []
+        self._last_history: History | None = None
+        self._last_prefix: Sequence[Any] = ()
 
     def _catch_up(self, upto: int) -> None:
         events = self._session.events
@@ -73,7 +72,9 @@ class RequestChecker:
         for seq in range(len(fold.events), upto):
             fold.apply(events[seq])
 
-    def _rebuild(self, request: LlmRequest) -> LlmRequest:
+    def _rebuild(self, request: LlmRequest) -> tuple[LlmRequest, History | None]:
+        """The request rebuilt from the log, and (for a loop request) the
+        shadow's history it was built from."""
         anchor = request.boundary_seq
         events = self._session.events
         if anchor is None:
@@ -83,10 +84,10 @@ class RequestChecker:
             )
         if not 0 <= anchor < len(events) or anchor < len(self._fold.events):
             # Not the newest request: rebuild it the slow way, from scratch.
-            return rebuild_request_at(events, anchor, session_id=request.session_id)
+            return rebuild_request_at(events, anchor, session_id=request.session_id), None
         self._catch_up(anchor)
         fold = self._fold
-        nodes = fold.nodes()
+        nodes = fold.history()
         header = fold.header
         start = events[anchor]
         if request.one_shot:
@@ -99,7 +100,7 @@ class RequestChecker:
                 raise ReconstructionError(f"no request header is logged before seq {anchor}")
             self._catch_up(anchor + 1)
             region, instruction, max_tokens = inputs
-            return summary_request(
+            rebuilt = summary_request(
                 header=header,
                 nodes=nodes,
                 region=region,
@@ -108,6 +109,7 @@ class RequestChecker:
                 session_id=request.session_id,
                 anchor_seq=anchor,
             )
+            return rebuilt, None
         if start.type != "step/start":
             raise ReconstructionError(f"seq {anchor} is not a step/start event")
         surface, generation = len(fold.surface), fold.replace_generation
@@ -120,34 +122,70 @@ class RequestChecker:
         header = fold.header
         if header is None:
             raise ReconstructionError(f"the step at seq {anchor} has no request header")
-        return build_request(
+        rebuilt = build_request(
             header=header, nodes=nodes, session_id=request.session_id, boundary_seq=anchor
         )
+        return rebuilt, nodes
 
-    def _first_difference(self, rebuilt: Sequence[Any], sent: Sequence[Any]) -> int | None:
+    def _first_difference(
+        self, rebuilt: LlmRequest, sent: list[Any], history: History | None
+    ) -> int | None:
+        """The first message that differs, comparing only what the last check did not.
+
+        The live messages the last check found equal are compared with that
+        check's list (C-level list equality: an identity test for objects that
+        did not change); on the shadow's side its own history proves it
+        (:meth:`History.extends`: the same lists, only appended to). Where
+        both hold, those messages are still equal; the rest are compared by
+        their canonical bytes.
+        """
         k = self._verified
+        prefix = rebuilt.header.prefix
         if not (
-            k <= len(sent)
-            and k <= len(rebuilt)
-            and all(map(is_, islice(sent, k), self._last_sent))
-            and all(map(is_, islice(rebuilt, k), self._last_rebuilt))
+            k
+            and history is not None
+            and self._last_history is not None
+            and history.extends(self._last_history)
+            and prefix == self._last_prefix
+            and len(sent) >= k
+            and sent[:k] == self._last_sent
         ):
             k = 0
-        index = first_message_difference(rebuilt, sent, k)
-        if index is None:
-            self._verified, self._last_sent, self._last_rebuilt = len(sent), sent, rebuilt
+        index = first_message_difference(rebuilt.messages, sent, k)
+        if index is None and history is not None:
+            self._verified, self._last_sent = len(sent), sent
+            self._last_history, self._last_prefix = history, prefix
+        elif index is None:
+            self._verified = 0  # a one-shot: the next loop check starts over
         return index
 
     def check(self, request: LlmRequest, body: bytes) -> None:
         """Raise :class:`ReconstructionError` unless the log explains ``request`` and ``body``."""
-        rebuilt = self._rebuild(request)
+        rebuilt, history = self._rebuild(request)
         wire = wire_for(rebuilt.config)
         cache = self._one_shot_cache if request.one_shot else self._loop_cache
-        expected_body = wire.encode_body(rebuilt, cache=cache)
-        index = self._first_difference(rebuilt.messages, request.messages)
+        parts = wire.encode_parts(rebuilt, cache=cache)
+        index = self._first_difference(rebuilt, request.messages, history)
+        same_header = rebuilt.header.canonical_bytes() == request.header.canonical_bytes()
+        same_seqs = request.node_seqs == rebuilt.node_seqs
+        if index is None and same_header and same_seqs and same_bytes(body, parts):
+            return
+        expected_body = b"".join(parts)
         problems = differences(rebuilt, request, expected_body, body, message_index=index)
         if problems:
             raise mismatch_error(request, problems)
+
+
+def same_bytes(body: bytes, parts: Sequence[bytes | bytearray]) -> bool:
+    """Whether ``body`` is the concatenation of ``parts``, without building it."""
+    if len(body) != sum(map(len, parts)):
+        return False
+    offset = 0
+    for part in parts:
+        if not body.startswith(part, offset):
+            return False
+        offset += len(part)
+    return True
 
 
 def check_request(

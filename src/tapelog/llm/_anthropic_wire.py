@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tapelog._errors import EventError, HeaderError, JsonValueError
-from tapelog.llm._pieces import BodyCache, json_array, json_object_parts, node_seq_list
+from tapelog.llm._pieces import BodyCache, Parts, json_array, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, refuse_block
 from tapelog.log import FrozenDict, decode, encode, freeze
@@ -141,16 +141,26 @@ class AnthropicWire:
 
     def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:
         """The exact HTTP body: same request, same bytes (with or without ``cache``)."""
+        return b"".join(self.encode_parts(request, cache=cache))
+
+    def _members(self, request: LlmRequest) -> list[tuple[str, bytes | None]]:
+        """The encoded body members (``None``: the messages)."""
+        return [
+            (k, None if v is _MESSAGES else encode(v, path=f"body.{k}"))
+            for k, v in self._fields(request)
+        ]
+
+    def encode_parts(self, request: LlmRequest, *, cache: BodyCache | None = None) -> Parts:
+        """:meth:`encode_body` as the byte parts it joins."""
         if cache is None:
+            members = self._members(request)
             groups = self.groups(request, None)
             parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups)))
         else:
             parts = _cached_parts(request, cache)
-        messages = [b"[", *parts, b"]"]
-        return json_object_parts(
-            (k, messages if v is _MESSAGES else encode(v, path=f"body.{k}"))
-            for k, v in self._fields(request)
-        )
+            members = cache.head(request.header.canonical_bytes(), lambda: self._members(request))
+        messages: Parts = [b"[", *parts, b"]"]
+        return object_parts((k, messages if v is None else v) for k, v in members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +175,11 @@ class _Stable:
     start: int  # the message the first group after them starts at
     assistant: int  # the last assistant group among them (-1: none)
     role: str | None  # the role of the last of them
-    parts: tuple[bytes, ...]  # their pieces, with b"," between them
+    blob: bytearray  # their bytes, with b"," between them: extended in place
 
 
-_NOTHING_STABLE: Final = _Stable(groups=0, start=0, assistant=-1, role=None, parts=())
+def _nothing_stable() -> _Stable:
+    return _Stable(groups=0, start=0, assistant=-1, role=None, blob=bytearray())
 
 
 def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
@@ -189,7 +200,7 @@ def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
     cache.bind(_CACHE_KEY)
     keys = tuple(seqs)
     previous = cache.previous(keys, messages, scope=request.session_id)
-    stable = _NOTHING_STABLE
+    stable = _nothing_stable()
     if previous is not None and isinstance(previous[1], _Stable):
         stable = previous[1]
     groups, firsts = _grouped(messages, seqs, stable.start, cache)
@@ -197,23 +208,30 @@ def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
     if stable.groups and (
         not groups or groups[0][0] == stable.role or 1 <= assistant <= stable.groups
     ):
-        stable = _NOTHING_STABLE
+        stable = _nothing_stable()
         groups, firsts = _grouped(messages, seqs, 0, cache)
         assistant = _last_assistant(groups, 0, -1)
     base = stable.groups
     pieces = _group_pieces(groups, base, _tail_breakpoints(groups, base, assistant))
     last = base + len(groups) - 1
     keep = max(base, min(last, assistant - 1) if assistant >= 1 else last) - base
-    parts = _extend(list(stable.parts), pieces[:keep])
+    # The stable bytes only ever grow within a session: extend them in place
+    # (this request extends the one they were made for), a copy of the new part only.
+    blob = stable.blob
+    for piece in pieces[:keep]:
+        if blob:
+            blob += b","
+        blob += piece
     kept = _Stable(
         groups=base + keep,
         start=firsts[keep] if groups else stable.start,
         assistant=_last_assistant(groups[:keep], base, stable.assistant),
         role=groups[keep - 1][0] if keep else stable.role,
-        parts=tuple(parts),
+        blob=blob,
     )
     cache.remember(keys, messages, kept, scope=request.session_id)
     cache.prune(seqs)
+    parts: list[bytes | bytearray] = [blob] if blob else []
     return _extend(parts, pieces[keep:])
 
 
@@ -260,7 +278,7 @@ def _group_pieces(groups: Sequence[Group], base: int, marks: set[tuple[int, int]
     return pieces
 
 
-def _extend(parts: list[bytes], pieces: Iterable[bytes]) -> list[bytes]:
+def _extend(parts: list[Any], pieces: Iterable[bytes]) -> list[Any]:
     """``parts`` (a JSON array's inside) with ``pieces`` appended, ``b","`` between items."""
     for piece in pieces:
         if parts:

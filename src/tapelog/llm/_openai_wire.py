@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from tapelog.llm._pieces import BodyCache, json_object_parts, node_seq_list
+from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
 from tapelog.log import FrozenDict, encode, freeze
@@ -156,35 +156,50 @@ class OpenAIWire:
 
     def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:
         """The exact HTTP body: same request, same bytes (with or without ``cache``)."""
+        return b"".join(self.encode_parts(request, cache=cache))
+
+    def _head(self, request: LlmRequest) -> tuple[list[bytes], list[tuple[str, bytes | None]]]:
+        """The encoded system message and body members (``None``: the messages)."""
+        system = [encode(m) for m in self._system(request)]
+        members = [
+            (k, None if v is _MESSAGES else encode(v, path=f"body.{k}"))
+            for k, v in self._fields(request)
+        ]
+        return system, members
+
+    def encode_parts(self, request: LlmRequest, *, cache: BodyCache | None = None) -> Parts:
+        """:meth:`encode_body` as the byte parts it joins (the checker compares
+        them with a body without building a second one)."""
         model = request.header.config.model
         rule = self.send_back_for(model)
         seqs = node_seq_list(request.messages, request.node_seqs)
-        system = [encode(m) for m in self._system(request)]
 
         def make(i: int) -> bytes:
             return encode(_message(self.name, request.messages[i], rule, f"messages[{i}]"))
 
+        history: Parts
         if cache is None:
-            history = [make(i) for i in range(len(seqs))]
+            system, members = self._head(request)
+            pieces = [make(i) for i in range(len(seqs))]
             history = [
-                p for i, piece in enumerate(history) for p in ((b",", piece) if i else (piece,))
+                p for i, piece in enumerate(pieces) for p in ((b",", piece) if i else (piece,))
             ]
         else:
             cache.bind(("openai", self.dialect, rule))
+            system, members = cache.head(
+                request.header.canonical_bytes(), lambda: self._head(request)
+            )
 
             def piece(i: int) -> bytes:
                 return cache.piece(seqs[i], request.messages[i], lambda: make(i))
 
             history = cache.joined(seqs, request.messages, piece, scope=request.session_id)
             cache.prune(seqs)
-        items = _separated(system)
+        items: Parts = list(_separated(system))
         if items and history:
             items.append(b",")
-        messages = [b"[", *items, *history, b"]"]
-        return json_object_parts(
-            (k, messages if v is _MESSAGES else encode(v, path=f"body.{k}"))
-            for k, v in self._fields(request)
-        )
+        messages: Parts = [b"[", *items, *history, b"]"]
+        return object_parts((k, messages if v is None else v) for k, v in members)
 
 
 def _separated(pieces: list[bytes]) -> list[bytes]:

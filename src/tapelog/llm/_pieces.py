@@ -4,7 +4,7 @@ A wire body is canonical JSON (``tapelog.log.encode``: compact, key order as
 written). Compact JSON composes: the encoding of an object is ``{``, each
 member as ``"key":value`` joined by ``,``, then ``}``. So a body can be built by
 concatenating the bytes of its parts, and the bytes of each history message can
-be computed once per surface node and reused on every later step (DESIGN §8):
+be computed once per surface node and reused on every later step (docs/architecture.md):
 a step costs what is new, not a re-encode of the whole history.
 
 :class:`BodyCache` holds those per-node pieces for one wire configuration. It
@@ -12,6 +12,12 @@ is keyed by event seq and checks that the message object is the one it saw;
 a new ``replace_generation`` (compaction, trimming) or another wire
 configuration clears it. The cache never changes the bytes: the tests prove
 that cached assembly equals a straight encode of the same body object.
+
+A cached piece lives as long as its node, so what it costs in memory is paid
+once per history message. ``orjson.dumps`` returns bytes whose buffer is
+sized for the worst case, not the result (orjson 3.13: 4 KB for a 70-byte
+message, about 8x the length for a long string), and never shrinks it; a
+piece is stored as an exact-size copy of the same bytes (:func:`exact_size`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ from typing import Any, TypeVar
 
 from tapelog.log import encode
 
-__all__ = ["BodyCache", "json_array", "json_object", "json_object_parts", "node_seq_list"]
+__all__ = [
+    "BodyCache",
+    "Parts",
+    "exact_size",
+    "json_array",
+    "json_object",
+    "json_object_parts",
+    "node_seq_list",
+    "object_parts",
+]
 
 T = TypeVar("T")
 
@@ -41,10 +56,14 @@ def json_array(items: Iterable[bytes]) -> bytes:
     return b"[" + b",".join(items) + b"]"
 
 
-def json_object_parts(members: Iterable[tuple[str, bytes | list[bytes]]]) -> bytes:
-    """Like :func:`json_object`, but a member value may be a list of byte parts
-    (joined as they are). The body is built with one copy, however large."""
-    parts: list[bytes] = [b"{"]
+Parts = list[bytes | bytearray]
+"""Byte parts whose concatenation is a body (``b"".join(parts)``)."""
+
+
+def object_parts(members: Iterable[tuple[str, bytes | Parts]]) -> Parts:
+    """The parts of a JSON object whose member values are encoded already; a
+    value may itself be a list of parts (kept as they are, not joined)."""
+    parts: Parts = [b"{"]
     for key, value in members:
         if len(parts) > 1:
             parts.append(b",")
@@ -54,7 +73,30 @@ def json_object_parts(members: Iterable[tuple[str, bytes | list[bytes]]]) -> byt
         else:
             parts.append(value)
     parts.append(b"}")
-    return b"".join(parts)
+    return parts
+
+
+def json_object_parts(members: Iterable[tuple[str, bytes | Parts]]) -> bytes:
+    """Like :func:`json_object`, but a member value may be a list of byte parts
+    (joined as they are). The body is built with one copy, however large."""
+    return b"".join(object_parts(members))
+
+
+def exact_size(value: Any) -> Any:
+    """``value`` with every ``bytes`` in it (itself, or inside nested tuples)
+    replaced by an exact-size copy of the same bytes; anything else is kept.
+
+    Kept pieces are small and many: an ``orjson.dumps`` result of 70 bytes
+    holds a 4 KB buffer (``sys.getsizeof`` reports only the length), which is
+    most of what a history message would cost. ``memoryview(b).tobytes()``
+    allocates exactly ``len(b)`` bytes (``bytes(b)`` would return ``b``
+    itself); the copy is one memcpy, paid once per node.
+    """
+    if type(value) is bytes:
+        return memoryview(value).tobytes()
+    if type(value) is tuple:
+        return tuple(exact_size(item) for item in value)
+    return value
 
 
 def node_seq_list(messages: Sequence[Any], node_seqs: Sequence[int | None]) -> list[int | None]:
@@ -72,16 +114,22 @@ def node_seq_list(messages: Sequence[Any], node_seqs: Sequence[int | None]) -> l
 
 
 def _anonymous(
-    keys: tuple[int | None, ...], messages: Sequence[Mapping[str, Any]]
+    keys: tuple[int | None, ...],
+    messages: Sequence[Mapping[str, Any]],
+    start: int = 0,
+    known: tuple[tuple[int, Mapping[str, Any]], ...] = (),
 ) -> tuple[tuple[int, Mapping[str, Any]], ...]:
-    """The seq-less messages with their positions (usually the leading prefix,
-    found without walking the whole history)."""
-    total = keys.count(None)
-    lead = 0
-    while lead < total and keys[lead] is None:
-        lead += 1
-    positions = range(lead) if lead == total else [i for i, k in enumerate(keys) if k is None]
-    return tuple((i, messages[i]) for i in positions)
+    """The seq-less messages with their positions: ``known`` ones (those before
+    ``start``, found earlier), then any in ``keys[start:]``."""
+    found = [(i, messages[i]) for i in range(start, len(keys)) if keys[i] is None]
+    return (*known, *found) if found else known
+
+
+@dataclass(frozen=True, slots=True)
+class _Joined:
+    """The joined bytes of a run's messages (the OpenAI wire's run state)."""
+
+    blob: bytearray
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +154,8 @@ class BodyCache:
     def __init__(self) -> None:
         self._entries: dict[int, tuple[Mapping[str, Any], Any]] = {}
         self._run: _Run | None = None
+        self._matched: _Run | None = None  # the run previous() just matched
+        self._head: tuple[bytes, Any] | None = None
         self._generation: int | None = None
         self._key: object = None
         self.hits = 0
@@ -116,7 +166,20 @@ class BodyCache:
 
     def clear(self) -> None:
         self._entries.clear()
-        self._run = None
+        self._run = self._matched = None
+        self._head = None
+
+    def head(self, key: bytes, make: Callable[[], T]) -> T:
+        """What a wire encodes from the header alone (tools, system, config
+        fields), for the header whose canonical bytes are ``key``: made once
+        while the header stays the same, not re-encoded every step."""
+        head = self._head
+        if head is not None and head[0] == key:
+            value: T = head[1]
+            return value
+        made = make()
+        self._head = (key, made)
+        return made
 
     def sync(self, generation: int) -> None:
         """Forget every piece when the surface's replace generation moved."""
@@ -135,7 +198,9 @@ class BodyCache:
 
         A node whose message object differs from the one cached (neither the
         same object nor equal) is re-encoded: the cache can go stale only by
-        being wrong about identity, and equality guards that.
+        being wrong about identity, and equality guards that. What is stored
+        (and returned) is :func:`exact_size` of ``make()``: the same bytes, in
+        exact-size buffers.
         """
         if seq is None:
             return make()
@@ -145,7 +210,7 @@ class BodyCache:
             value: T = entry[1]
             return value
         self.misses += 1
-        made = make()
+        made: T = exact_size(make())  # kept as long as the node: no slack buffers
         self._entries[seq] = (message, made)
         return made
 
@@ -165,6 +230,7 @@ class BodyCache:
         by value. Without a scope nothing matches.
         """
         run = self._run
+        self._matched = None
         if (
             scope is None
             or run is None
@@ -174,6 +240,7 @@ class BodyCache:
             or not all(messages[i] is m or messages[i] == m for i, m in run.anonymous)
         ):
             return None
+        self._matched = run
         return len(run.keys), run.state
 
     def remember(
@@ -184,8 +251,17 @@ class BodyCache:
         *,
         scope: str | None,
     ) -> None:
-        """Keep ``state`` (the wire's own) for the next request of this session."""
-        self._run = _Run(scope=scope, keys=keys, anonymous=_anonymous(keys, messages), state=state)
+        """Keep ``state`` (the wire's own) for the next request of this session.
+
+        When :meth:`previous` just matched the run this request extends, only
+        the new keys are searched for seq-less messages.
+        """
+        matched, self._matched = self._matched, None
+        if matched is not None and matched.scope == scope and len(matched.keys) <= len(keys):
+            anonymous = _anonymous(keys, messages, len(matched.keys), matched.anonymous)
+        else:
+            anonymous = _anonymous(keys, messages)
+        self._run = _Run(scope=scope, keys=keys, anonymous=anonymous, state=state)
 
     def joined(
         self,
@@ -194,26 +270,29 @@ class BodyCache:
         piece: Callable[[int], bytes],
         *,
         scope: str | None,
-    ) -> list[bytes]:
-        """The pieces of every message with ``b","`` between them, reusing the
-        list the previous call built for the leading run of messages.
+    ) -> list[bytes | bytearray]:
+        """The bytes of every message with ``b","`` between them, reusing what
+        the previous call joined for the leading run of messages.
 
-        A step usually appends to the history, so the history up to the
-        previous request is reused as it is (see :meth:`previous`) and only the
-        new messages are looked up: the per-step cost is the new messages plus
-        list copies.
+        A step usually appends to the history, so the bytes of the history up
+        to the previous request are reused (see :meth:`previous`) and only the
+        new messages are looked up and appended, in place: the per-step cost
+        is the new messages, not the history. The returned buffer is the
+        cache's own and grows on the next call: join it into the body at once.
         """
         keys = tuple(seqs)
-        start, parts = 0, []
+        start, blob = 0, None
         previous = self.previous(keys, messages, scope=scope)
-        if previous is not None and isinstance(previous[1], tuple):
-            start, parts = previous[0], list(previous[1])
+        if previous is not None and isinstance(previous[1], _Joined):
+            start, blob = previous[0], previous[1].blob
+        if blob is None:
+            blob = bytearray()
         for i in range(start, len(keys)):
-            if parts:
-                parts.append(b",")
-            parts.append(piece(i))
-        self.remember(keys, messages, tuple(parts), scope=scope)
-        return parts
+            if blob:
+                blob += b","
+            blob += piece(i)
+        self.remember(keys, messages, _Joined(blob), scope=scope)
+        return [blob] if blob else []
 
     def prune(self, live: Sequence[int | None]) -> None:
         """Drop pieces of nodes that are no longer in requests, when many piled up."""

@@ -156,7 +156,7 @@ def _send_back(spec: ProviderSpec, options: Mapping[str, Any]) -> ReasoningSendB
     return value
 
 
-def wire_for(config: LlmCallConfig) -> WireFormat:
+def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire:
     """The serializer for a logged config (pure: no environment, no network).
 
     The config alone decides it: the provider's wire family and dialect, and

@@ -8,7 +8,7 @@ from tapelog.log._events import (
     Event,
     event_from_json,
 )
-from tapelog.log._fold import LogFold
+from tapelog.log._fold import History, LogFold
 from tapelog.log._freeze import FrozenDict, FrozenList, JsonValue, concat_frozen, freeze, thaw
 from tapelog.log._header import (
     EpochHeader,
@@ -40,6 +40,7 @@ __all__ = [
     "FrozenDict",
     "FrozenList",
     "HeaderRecorder",
+    "History",
     "JsonValue",
     "LlmCallConfig",
     "LogFold",

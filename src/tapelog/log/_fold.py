@@ -15,7 +15,9 @@ fold costs what is new.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from typing import overload
 
 from tapelog.log._events import Event
 from tapelog.log._freeze import FrozenDict
@@ -23,9 +25,66 @@ from tapelog.log._header import EpochHeader, fold_header_event
 from tapelog.log._projection import derive_event_message
 from tapelog.log._surface import Surface, parse_surface_op
 
-__all__ = ["LogFold"]
+__all__ = ["History", "LogFold"]
 
 _HEADER_TYPES = frozenset({"request/header", "request/header-delta"})
+
+
+class History(Sequence[tuple[int, FrozenDict]]):
+    """The projected history at one point of a log, as ``(seq, message)`` pairs.
+
+    An O(1) view over the first ``len(self)`` entries of a fold's message and
+    seq lists. A fold only ever appends to those lists (a replace starts new
+    ones), so a view never changes after it is made, and one view
+    :meth:`extends` another when both share the lists: the cheap proof that
+    one request's history is an append-extension of an earlier one's.
+    """
+
+    __slots__ = ("_count", "messages", "seqs")
+
+    def __init__(self, seqs: list[int], messages: list[FrozenDict], count: int) -> None:
+        self.seqs = seqs
+        self.messages = messages
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, FrozenDict]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[int, FrozenDict]]: ...
+    def __getitem__(
+        self, index: int | slice
+    ) -> tuple[int, FrozenDict] | list[tuple[int, FrozenDict]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("history index out of range")
+        return self.seqs[index], self.messages[index]
+
+    def __iter__(self) -> Iterator[tuple[int, FrozenDict]]:
+        count = self._count
+        return zip(islice(self.seqs, count), islice(self.messages, count), strict=True)
+
+    def message_list(self) -> list[FrozenDict]:
+        """The messages, as a new list (one C-level copy)."""
+        messages = self.messages
+        return messages[:] if len(messages) == self._count else messages[: self._count]
+
+    def seq_list(self) -> list[int]:
+        """The seqs, as a new list (one C-level copy)."""
+        seqs = self.seqs
+        return seqs[:] if len(seqs) == self._count else seqs[: self._count]
+
+    def extends(self, other: History) -> bool:
+        """Whether ``other`` is a prefix of this history (O(1): the same lists)."""
+        return other.seqs is self.seqs and other._count <= self._count
+
+    def __repr__(self) -> str:
+        return f"<History of {self._count} messages>"
 
 
 class LogFold:
@@ -35,9 +94,9 @@ class LogFold:
         "_events",
         "_header",
         "_messages",
-        "_nodes",
         "_projected",
         "_projected_gen",
+        "_seqs",
         "surface",
     )
 
@@ -46,7 +105,7 @@ class LogFold:
         self.surface = Surface()
         self._header: EpochHeader | None = None
         self._messages: list[FrozenDict] = []
-        self._nodes: list[tuple[int, FrozenDict]] = []
+        self._seqs: list[int] = []
         self._projected = 0
         self._projected_gen = 0
 
@@ -82,31 +141,29 @@ class LogFold:
     def _project(self) -> None:
         surface = self.surface
         if self._projected_gen != surface.replace_generation:
+            # New lists: histories handed out keep the old ones, unchanged.
             self._messages = []
-            self._nodes = []
+            self._seqs = []
             self._projected = 0
             self._projected_gen = surface.replace_generation
         events = self._events
+        messages, seqs = self._messages, self._seqs
         for seq in surface.nodes_from(self._projected):
             message = derive_event_message(events[seq])
             if message is not None:
-                self._messages.append(message)
-                self._nodes.append((seq, message))
+                messages.append(message)
+                seqs.append(seq)
         self._projected = len(surface)
+
+    def history(self) -> History:
+        """The projected history now, as an O(1) view that never changes."""
+        self._project()
+        return History(self._seqs, self._messages, len(self._seqs))
 
     def messages(self) -> list[FrozenDict]:
         """The model-visible history: a fresh list over shared frozen messages."""
-        self._project()
-        return list(self._messages)
+        return self.history().message_list()
 
     def nodes(self) -> list[tuple[int, FrozenDict]]:
         """Like :meth:`messages`, paired with each message's event seq."""
-        self._project()
-        return list(self._nodes)
-
-    def live_nodes(self) -> Sequence[tuple[int, FrozenDict]]:
-        """:meth:`nodes` without the copy: the fold's own list, which later
-        appends extend (a replace starts a new one). For walkers that read it
-        before folding further; copy it to keep it."""
-        self._project()
-        return self._nodes
+        return list(self.history())

@@ -259,12 +259,13 @@ def concat_frozen(*parts: Iterable[Any]) -> FrozenList:
     """A FrozenList of already-frozen values, without walking them again.
 
     For hot paths that assemble a request from frozen pieces (the header's
-    prefix, projected messages). Every item must already be frozen.
+    prefix, projected messages): each part is copied once, at C speed. Every
+    item must already be frozen.
     """
-    items: list[Any] = []
+    out = list.__new__(FrozenList)
     for part in parts:
-        items.extend(part)
-    return _new_list(items)
+        list.extend(out, part)
+    return out
 
 
 def freeze_dict(value: Any, *, path: str = "value") -> FrozenDict:

@@ -162,6 +162,7 @@ class EpochHeader:
     system: str | None = None
     tools: Sequence[Mapping[str, Any]] = ()
     prefix: Sequence[Mapping[str, Any]] = ()
+    _canonical: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.config, LlmCallConfig):
@@ -183,6 +184,15 @@ class EpochHeader:
             out["prefix"] = self.prefix
         return freeze_dict(out)
 
+    def canonical_bytes(self) -> bytes:
+        """``encode(self.to_json())``, computed once (a header is immutable):
+        what comparing, hashing and the wires' header memo key on."""
+        cached = self._canonical
+        if cached is None:
+            cached = encode(self.to_json())
+            object.__setattr__(self, "_canonical", cached)
+        return cached
+
     def tool_names(self) -> list[str]:
         return [t["name"] for t in self.tools]
 
@@ -196,10 +206,10 @@ class EpochHeader:
                 return False
         if not isinstance(other, EpochHeader):
             return NotImplemented
-        return encode(self.to_json()) == encode(other.to_json())
+        return self is other or self.canonical_bytes() == other.canonical_bytes()
 
     def __hash__(self) -> int:
-        return hash(encode(self.to_json()))
+        return hash(self.canonical_bytes())
 
 
 def header_from_json(obj: Any) -> EpochHeader:
@@ -285,6 +295,8 @@ def diff_header(
     a snapshot otherwise. Headers may be given as EpochHeader or JSON.
     """
     prev, next = as_header(prev), as_header(next)
+    if prev is next or prev.canonical_bytes() == next.canonical_bytes():
+        return None
     delta: dict[str, Any] = {}
     system = _system_delta(prev.system, next.system)
     if system is not None:

@@ -9,7 +9,6 @@ it does not.
 
 from __future__ import annotations
 
-from tapelog.log._canonical import encode
 from tapelog.log._events import Event
 from tapelog.log._header import EpochHeader, apply_header_delta, diff_header
 from tapelog.log._session import Session
@@ -42,6 +41,6 @@ class HeaderRecorder:
         delta = diff_header(current, header)
         if delta is None:
             return None
-        if encode(apply_header_delta(current, delta).to_json()) == encode(header.to_json()):
+        if apply_header_delta(current, delta).canonical_bytes() == header.canonical_bytes():
             return session.append("request/header-delta", delta)
         return session.append("request/header", {"header": header.to_json(), "reason": "fallback"})

@@ -22,7 +22,7 @@ from typing import Any, overload
 
 from tapelog._errors import EventError, ForkError, LogError, ReentrantAppendError
 from tapelog.log._events import SURFACE_TYPES, Event, check_payload, event_from_json
-from tapelog.log._fold import LogFold
+from tapelog.log._fold import History, LogFold
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze
 from tapelog.log._header import EpochHeader, fold_header_event
 from tapelog.log._surface import parse_surface_op
@@ -346,6 +346,11 @@ class Session:
     def derive_nodes(self) -> list[tuple[int, FrozenDict]]:
         """Like :meth:`derive_messages`, paired with each message's event seq."""
         return self._fold.nodes()
+
+    def history(self) -> History:
+        """The projected history as an O(1), never-changing view (what the loop
+        builds each request from; see :class:`tapelog.log.History`)."""
+        return self._fold.history()
 
     # --- seeds and forks -----------------------------------------------------
 

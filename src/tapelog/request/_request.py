@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from tapelog.log import EpochHeader, FrozenDict, FrozenList, LlmCallConfig, concat_frozen, freeze
+from tapelog.log import (
+    EpochHeader,
+    FrozenDict,
+    FrozenList,
+    History,
+    LlmCallConfig,
+    concat_frozen,
+    freeze,
+)
 
 __all__ = [
     "LlmRequest",
@@ -67,19 +76,31 @@ def build_request(
 ) -> LlmRequest:
     """The request for a header and a projected history: prefix first, then history.
 
-    ``nodes`` is ``Session.derive_nodes()`` output (messages already frozen; they
-    are not walked again, so building a request costs O(1) per message).
+    ``nodes`` is a :class:`tapelog.log.History` (``Session.history()``: the
+    request is then two C-level list copies, whatever the history's length)
+    or ``(seq, message)`` pairs such as ``Session.derive_nodes()``. The
+    messages are frozen already and are not walked again.
     """
     prefix = header.prefix
+    if isinstance(nodes, History):
+        messages = concat_frozen(prefix, _head(nodes.messages, len(nodes)))
+        seqs: tuple[int | None, ...] = (None,) * len(prefix) + tuple(_head(nodes.seqs, len(nodes)))
+    else:
+        messages = concat_frozen(prefix, map(itemgetter(1), nodes))
+        seqs = (*((None,) * len(prefix)), *map(itemgetter(0), nodes))
     return LlmRequest(
         header=header,
-        # Prefix and projected messages are frozen already: no second walk.
-        messages=concat_frozen(prefix, map(itemgetter(1), nodes)),
-        node_seqs=(*((None,) * len(prefix)), *map(itemgetter(0), nodes)),
+        messages=messages,
+        node_seqs=seqs,
         session_id=session_id,
         boundary_seq=boundary_seq,
         one_shot=one_shot,
     )
+
+
+def _head(items: list[Any], count: int) -> Iterable[Any]:
+    """The first ``count`` items, without a copy when that is all of them."""
+    return items if len(items) == count else islice(items, count)
 
 
 def instruction_message(instruction: str) -> FrozenDict:

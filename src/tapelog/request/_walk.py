@@ -31,7 +31,7 @@ from tapelog._errors import LogError, TapelogError
 from tapelog.log import (
     EpochHeader,
     Event,
-    FrozenDict,
+    History,
     LogFold,
     Session,
     SessionEvents,
@@ -84,11 +84,7 @@ class HeaderChange:
 
 @dataclass(frozen=True, slots=True)
 class WalkedRequest:
-    """One sent request of the walk and what the log did since the one before.
-
-    ``nodes`` is the walker's live history list: read it during the iteration
-    that yielded this request (copy it, or call :meth:`request`, to keep it).
-    """
+    """One sent request of the walk and what the log did since the one before."""
 
     index: int
     """1-based position among the walked requests, in send order."""
@@ -111,7 +107,8 @@ class WalkedRequest:
     """Surface events with a replace op since the previous request."""
     appended: tuple[int, ...]
     """Seqs of surface appends since the previous request."""
-    nodes: Sequence[tuple[int, FrozenDict]]
+    nodes: History
+    """The history before the request (an O(1) view: keep it as long as you like)."""
     replaced_since: bool
     """Whether the history changed other than by appends since the previous request."""
     message: Event | None
@@ -281,7 +278,7 @@ class _Walker:
             compaction=tuple(self.compaction),
             replaces=tuple(self.replaces),
             appended=tuple(self.appended),
-            nodes=self.fold.live_nodes(),
+            nodes=self.fold.history(),
             replaced_since=bool(self.replaces),
             message=step.message,
             failed_attempts=step.failed_attempts,
@@ -313,7 +310,7 @@ class _Walker:
             compaction=tuple(self.compaction),
             replaces=tuple(self.replaces),
             appended=tuple(self.appended),
-            nodes=self.fold.live_nodes(),
+            nodes=self.fold.history(),
             replaced_since=bool(self.replaces),
             message=None,
             failed_attempts=0,
