@@ -181,6 +181,7 @@ class Agent:
         self._waiting_context: list[tuple[FrozenList, str]] = []
         self._in_step = False
         self._step_config: LlmCallConfig | None = None  # of the step in flight
+        self._sources: dict[tuple[str, str], FrozenDict] = {}
         # Reuse the client's per-node cache when it has one: one encode per node.
         cache = getattr(client, "cache", None)
         self._body_cache = cache if isinstance(cache, BodyCache) else BodyCache()
@@ -477,7 +478,7 @@ class Agent:
             "turn": turn,
             "step": step,
             "content": content,
-            "source": {"provider": request.config.provider, "model": request.config.model},
+            "source": self._source(request.config),
         }
         if assembled.usage is not None:
             data["usage"] = assembled.usage
@@ -487,6 +488,15 @@ class Agent:
         if handle.aborted:
             raise _Aborted()
         return message, assembled.finish
+
+    def _source(self, config: LlmCallConfig) -> FrozenDict:
+        """The ``source`` of an assistant message, one frozen object per provider
+        and model (every message of a session shares it)."""
+        key = (config.provider, config.model)
+        source = self._sources.get(key)
+        if source is None:
+            source = self._sources[key] = freeze({"provider": key[0], "model": key[1]})
+        return source
 
     def _log_attempt_error(
         self,

@@ -89,6 +89,9 @@ def close_step(
         session.append(
             "context/message", {"content": content, "source": {"kind": kind}}, surface_op="append"
         )
+    if sent and error is None:
+        # The same payload as step/start: log the same frozen object (one per step).
+        return session.append("step/end", start.data)
     data: dict[str, Any] = {"turn": turn, "step": step}
     if not sent:
         data["sent"] = False

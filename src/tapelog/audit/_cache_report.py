@@ -29,7 +29,7 @@ from tapelog.cache import (
     provider_cache,
 )
 from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, Session
+from tapelog.log import Event, Session, paused_gc
 from tapelog.request import WalkedRequest, reading_seq, request_fields, walk_requests
 
 __all__ = ["CacheCause", "CacheReport", "CacheTotals", "RequestCache", "cache_report"]
@@ -303,10 +303,11 @@ def cache_report(
     seen: dict[Rule, _Seen] = {}
     rows: list[RequestCache] = []
     previous: _Previous | None = None
-    for request in walk_requests(session):
-        with reading_seq(request.boundary_seq):
-            row, previous = _audit_one(request, renderer, stores, seen, previous)
-        rows.append(row)
+    with paused_gc():
+        for request in walk_requests(session):
+            with reading_seq(request.boundary_seq):
+                row, previous = _audit_one(request, renderer, stores, seen, previous)
+            rows.append(row)
     return CacheReport(session=session_id, requests=tuple(rows), totals=_totals(rows))
 
 

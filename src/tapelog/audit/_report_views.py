@@ -16,7 +16,7 @@ from typing import Any
 
 from tapelog.audit._diff import tool_marks
 from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, encode_str
+from tapelog.log import Event, chunk_kind, encode_str
 from tapelog.request import RebuiltRequest, reading_seq
 
 __all__ = ["clip", "header_change", "requests_html", "timeline_html"]
@@ -93,8 +93,10 @@ def _item(css: str, label: str, body: str) -> str:
 
 def _event_item(event: Event, calls: dict[str, str]) -> str | None:
     """The timeline line for one event (``None``: not shown on its own)."""
-    data = event.data
     kind = event.type
+    if kind == "assistant/chunk" and chunk_kind(event) != "error":
+        return None  # streamed pieces show in their message; only failed attempts stand out
+    data = event.data
     if kind == "assistant/message":
         text = _excerpt(_content_text(data["content"])) or "(empty)"
         note = " · interrupted" if data.get("interrupted") else ""
@@ -131,7 +133,7 @@ def _event_item(event: Event, calls: dict[str, str]) -> str | None:
         )
     if kind == "compact/end" and not data.get("ok", True):
         return _item("error", "compaction", escape(f"{data.get('id')} failed: {data.get('error')}"))
-    if kind == "assistant/chunk" and data["chunk"].get("kind") == "error":
+    if kind == "assistant/chunk" and chunk_kind(event) == "error":
         chunk = data["chunk"]
         return _item("error", "retry", escape(f"{chunk.get('status')} {chunk.get('message')}"))
     if kind == "session/end-seed":

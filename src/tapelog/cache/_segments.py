@@ -9,7 +9,9 @@ and keeps byte-exact everything a template copies verbatim: text, tool-call
 ``arguments`` strings, tool schemas (key order included), signatures.
 
 The emulator renders the bodies it receives with these functions and the cache
-audit renders rebuilt requests with them, so the two cannot disagree. The token
+audit renders rebuilt requests with them, so the two cannot disagree. Their
+input is lossless JSON already (decoded bodies, frozen log data), so it is
+encoded without validating it again. The token
 estimate is deliberately simple and documented (docs/emulator.md):
 ``ceil(len(canonical JSON bytes of the segment) / 4)``, where the segment is the
 message (OpenAI wire) or the block (Anthropic wire) as sent, minus
@@ -23,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tapelog.cache._rules import SegmentSource
-from tapelog.log import encode
+from tapelog.log import encode_trusted as encode
 
 __all__ = [
     "anthropic_block_source",

@@ -28,7 +28,7 @@ from tapelog._errors import (
 )
 from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store, store_label
-from tapelog.log import Event, Session, encode_str
+from tapelog.log import Event, Session, chunk_kind, encode_str
 from tapelog.store import read_session_file, validate_session_id, verify_jsonl
 
 __all__ = ["COMMANDS", "load_target"]
@@ -223,7 +223,7 @@ def _rows(events: Sequence[Event], chunks: bool) -> Iterable[tuple[str, str, str
             while j < len(events) and events[j].type == "assistant/chunk":
                 j += 1
             run = events[i:j]
-            kinds = Counter(str(e.data["chunk"]["kind"]) for e in run)
+            kinds = Counter(chunk_kind(e) for e in run)
             detail = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
             seqs = f"{run[0].seq}-{run[-1].seq}" if len(run) > 1 else str(run[0].seq)
             yield seqs, _clock(run[0].time), f"assistant/chunk ×{len(run)}", detail

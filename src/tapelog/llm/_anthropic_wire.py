@@ -230,7 +230,9 @@ def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
         blob=blob,
     )
     cache.remember(keys, messages, kept, scope=request.session_id)
-    cache.prune(seqs)
+    # Only the messages from the first unkept group on are grouped again next
+    # time; the kept groups' bytes are in the run state.
+    cache.prune(seqs if request.session_id is None else seqs[kept.start :])
     parts: list[bytes | bytearray] = [blob] if blob else []
     return _extend(parts, pieces[keep:])
 

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
-from tapelog.log import FrozenDict, encode, freeze
+from tapelog.log import FrozenDict, encode, freeze, freeze_trusted
 
 __all__ = [
     "DEFAULT_REASONING_SEND_BACK",
@@ -140,8 +140,9 @@ class OpenAIWire:
         return [{"role": "system", "content": system}] if system else []
 
     def message(self, message: Mapping[str, Any], *, model: str, where: str = "message") -> Any:
-        """One neutral message as its wire object (frozen)."""
-        return freeze(_message(self.name, message, self.send_back_for(model), where))
+        """One neutral message as its wire object (frozen: it is built from the
+        frozen message, so only its new containers need freezing)."""
+        return freeze_trusted(_message(self.name, message, self.send_back_for(model), where))
 
     def build_body(self, request: LlmRequest) -> FrozenDict:
         """The body object, built in one piece (``encode`` of it == :meth:`encode_body`)."""
@@ -194,7 +195,9 @@ class OpenAIWire:
                 return cache.piece(seqs[i], request.messages[i], lambda: make(i))
 
             history = cache.joined(seqs, request.messages, piece, scope=request.session_id)
-            cache.prune(seqs)
+            # The joined bytes hold every node now; the next request of the
+            # session only looks up its new ones (a replace re-encodes once).
+            cache.prune(seqs if request.session_id is None else ())
         items: Parts = list(_separated(system))
         if items and history:
             items.append(b",")

@@ -1,15 +1,28 @@
 """The session log: events, surface, projection, request header and canonical JSON."""
 
-from tapelog.log._canonical import decode, digest, encode, encode_str
+from tapelog.log._canonical import decode, digest, encode, encode_str, encode_trusted
 from tapelog.log._events import (
     EVENT_TYPES,
+    PACKED_TYPES,
     SESSION_FORMAT_VERSION,
     SURFACE_TYPES,
     Event,
+    PackedChunk,
+    PackedEvent,
+    chunk_kind,
     event_from_json,
 )
 from tapelog.log._fold import History, LogFold
-from tapelog.log._freeze import FrozenDict, FrozenList, JsonValue, concat_frozen, freeze, thaw
+from tapelog.log._freeze import (
+    FrozenDict,
+    FrozenList,
+    JsonValue,
+    concat_frozen,
+    freeze,
+    freeze_trusted,
+    thaw,
+)
+from tapelog.log._gc import paused_gc
 from tapelog.log._header import (
     EpochHeader,
     LlmCallConfig,
@@ -33,6 +46,7 @@ from tapelog.log._session import (
 
 __all__ = [
     "EVENT_TYPES",
+    "PACKED_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "EpochHeader",
@@ -44,11 +58,14 @@ __all__ = [
     "JsonValue",
     "LlmCallConfig",
     "LogFold",
+    "PackedChunk",
+    "PackedEvent",
     "Session",
     "SessionEvents",
     "SessionInfo",
     "apply_header_delta",
     "canonical_header",
+    "chunk_kind",
     "concat_frozen",
     "decode",
     "derive_event_message",
@@ -56,14 +73,17 @@ __all__ = [
     "digest",
     "encode",
     "encode_str",
+    "encode_trusted",
     "event_from_json",
     "fold_header_event",
     "fold_messages",
     "fold_request_header",
     "freeze",
+    "freeze_trusted",
     "header_from_json",
     "new_session_id",
     "open_turn_at",
+    "paused_gc",
     "repair_interrupted",
     "thaw",
 ]

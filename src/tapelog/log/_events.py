@@ -14,17 +14,25 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tapelog._errors import EventError
-from tapelog.log._canonical import encode
+from tapelog.log._canonical import decode, encode, encode_trusted
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_decoded
 
 __all__ = [
     "EVENT_TYPES",
+    "PACKED_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "Event",
+    "PackedChunk",
+    "PackedEvent",
     "check_blocks",
+    "check_packed",
     "check_payload",
+    "chunk_kind",
     "event_from_json",
+    "exact_bytes",
+    "pack_chunk",
+    "pack_event",
 ]
 
 SESSION_FORMAT_VERSION: Final = 0
@@ -57,9 +65,13 @@ EVENT_TYPES: Final = frozenset(
 HEADER_REASONS: Final = ("initial", "resume", "fallback")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Event:
-    """One logged event. Build events with ``Session.append``, not by hand."""
+    """One logged event. Build events with ``Session.append``, not by hand.
+
+    Two events are equal when their envelopes are (a :class:`PackedEvent` and
+    the plain event it stands for are equal).
+    """
 
     seq: int
     time: int
@@ -90,19 +102,135 @@ class Event:
         """Canonical JSON bytes of the envelope (one log line, without newline)."""
         return encode(self.to_json())
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        if self is other:
+            return True
+        if type(self) is PackedEvent and type(other) is PackedEvent:
+            return self.encode() == other.encode()
+        return (
+            self.seq == other.seq
+            and self.time == other.time
+            and self.type == other.type
+            and self.surface_op == other.surface_op
+            and self.source_seqs == other.source_seqs
+            and self.data == other.data
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.seq, self.time, self.type))
+
+
+PACKED_TYPES: Final = frozenset(
+    {"assistant/chunk", "tool/call", "step/start", "step/end", "turn/start", "turn/end"}
+)
+"""Event types a session keeps as their log line (:class:`PackedEvent`): the
+many small events that shape no request (not surface, not header) and are read
+back rarely. Chunks above all: one per streamed piece."""
+
+
+class PackedEvent(Event):
+    """An event kept as its canonical log line, its ``data`` decoded on access.
+
+    A session keeps every event of :data:`PACKED_TYPES` this way: the bytes it
+    is written as take about a third of the memory of the decoded objects. It
+    is an :class:`Event` in every way that can be observed: ``data`` (a fresh
+    frozen copy on each access), equality, ``encode()``. Build one with
+    :func:`pack_event`, which validates the payload first.
+    """
+
+    __slots__ = ("_kind", "_line", "_unchecked")
+
+    _line: bytes
+    _kind: str
+    _unchecked: Mapping[str, Any] | None
+
+    @property
+    def data(self) -> FrozenDict:
+        decoded: FrozenDict = freeze_decoded(decode(self._line)["data"])
+        return decoded
+
+    def encode(self) -> bytes:
+        return self._line
+
+
+PackedChunk = PackedEvent
+"""The name of a packed event when it is an ``assistant/chunk``."""
+
+
+def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) -> PackedEvent:
+    """A :class:`PackedEvent` for the decoded envelope ``obj`` of a line of one
+    of :data:`PACKED_TYPES` and its canonical bytes ``line``.
+
+    ``obj`` must be lossless JSON (from :func:`tapelog.log.decode`, or a
+    validated event's ``to_json()``). Unless the caller just checked the
+    payload (``checked``), the decoded payload is kept until a ``Session``
+    replays the event and checks it in its turn (after the seq, as for any
+    event), then let go of; :func:`check_packed` does that.
+    """
+    etype = obj["type"]
+    data = obj["data"]
+    event = object.__new__(PackedEvent)
+    object.__setattr__(event, "seq", obj["seq"])
+    object.__setattr__(event, "time", obj["time"])
+    object.__setattr__(event, "type", _TYPES[etype])
+    object.__setattr__(event, "surface_op", None)
+    object.__setattr__(event, "source_seqs", None)
+    object.__setattr__(event, "_line", line)
+    object.__setattr__(event, "_unchecked", None if checked else data)
+    chunk = data.get("chunk") if etype == "assistant/chunk" else None
+    kind = chunk.get("kind") if isinstance(chunk, Mapping) else None
+    kind = kind if isinstance(kind, str) else ""
+    object.__setattr__(event, "_kind", _KINDS.setdefault(kind, kind))
+    return event
+
+
+def check_packed(event: PackedEvent) -> None:
+    """Check the payload a packed event was built with, once (see :func:`pack_event`)."""
+    pending = event._unchecked
+    if pending is not None:
+        check_payload(event.type, pending)
+        object.__setattr__(event, "_unchecked", None)
+
+
+pack_chunk = pack_event
+
+_TYPES: Final = {t: t for t in PACKED_TYPES}  # the shared string of each packed type
+_KINDS: dict[str, str] = {}  # one string object per chunk kind, shared by every packed chunk
+
+
+def exact_bytes(data: bytes) -> bytes:
+    """``data`` in an exact-size buffer (``orjson.dumps`` results keep a much
+    larger one, and a packed event lives as long as its session)."""
+    return memoryview(data).tobytes()
+
+
+def chunk_kind(event: Event) -> str:
+    """The ``kind`` of an ``assistant/chunk`` event's chunk, without decoding a packed one."""
+    if isinstance(event, PackedEvent) and event._kind:
+        return event._kind
+    kind: str = event.data["chunk"]["kind"]
+    return kind
+
 
 _ENVELOPE_KEYS: Final = ("seq", "time", "type", "data", "surface_op", "source_seqs")
 _VALID_KEY_ORDERS: Final = frozenset({_ENVELOPE_KEYS[:4], _ENVELOPE_KEYS[:5], _ENVELOPE_KEYS})
 
 
-def event_from_json(obj: Any, *, where: str = "event", decoded: bool = False) -> Event:
+def event_from_json(
+    obj: Any, *, where: str = "event", decoded: bool = False, line: bytes | None = None
+) -> Event:
     """Build an :class:`Event` from its JSON form, checking the envelope shape.
 
     This checks what an event is on its own (keys, key order, types, known
     type); whether it fits its log (seq contiguity, legal replaces) is checked
     by ``Session`` when the event is replayed. ``decoded=True`` says ``obj``
     came straight from :func:`tapelog.log.decode`, which only yields lossless
-    JSON, so freezing may skip the per-value checks (the store's hot path).
+    JSON, so freezing may skip the per-value checks (the store's hot path);
+    with it, ``line`` (the raw bytes ``obj`` was decoded from) lets an event of
+    :data:`PACKED_TYPES` be kept packed (:class:`PackedEvent`, its canonical
+    bytes) instead of as objects.
     """
     if type(obj) is not dict and not isinstance(obj, Mapping):
         raise EventError(f"{where}: an event must be a JSON object, got {type(obj).__name__}")
@@ -136,6 +264,15 @@ def event_from_json(obj: Any, *, where: str = "event", decoded: bool = False) ->
             raise EventError(f"{where}: {key} must be left out rather than null")
     surface_op = obj.get("surface_op")
     source_seqs = obj.get("source_seqs")
+    if (
+        decoded
+        and line is not None
+        and etype in PACKED_TYPES
+        and surface_op is None
+        and source_seqs is None
+    ):
+        canonical = encode_trusted(obj)
+        return pack_event(obj, line if canonical == line else exact_bytes(canonical))
     if decoded and type(data) is dict:
         return Event(
             seq=seq,

@@ -29,6 +29,7 @@ __all__ = [
     "freeze_decoded",
     "freeze_dict",
     "freeze_list",
+    "freeze_trusted",
     "thaw",
 ]
 
@@ -233,11 +234,12 @@ def freeze(value: Any, *, path: str = "value", _key: str | SupportsIndex | None 
 
 
 def freeze_decoded(value: Any) -> Any:
-    """Freeze a value that came straight from the canonical decoder.
+    """Freeze a value that is lossless JSON already, converting only its plain
+    ``dict`` and ``list`` containers (frozen ones inside are kept as they are).
 
-    orjson only produces lossless JSON (it refuses NaN, infinities and lone
-    surrogates; keys are strings), so only the containers need converting.
-    Never call this on values that did not come from ``decode``.
+    For what came straight from the canonical decoder (orjson only produces
+    lossless JSON: no NaN or infinities, no lone surrogates, string keys) and
+    for objects assembled from frozen log data. Never call this on anything else.
     """
     t = type(value)
     if t is dict:
@@ -253,6 +255,10 @@ def freeze_decoded(value: Any) -> Any:
             [freeze_decoded(v) if type(v) is dict or type(v) is list else v for v in value]
         )
     return value
+
+
+freeze_trusted = freeze_decoded
+"""The name to use when the value was built from frozen data rather than decoded."""
 
 
 def concat_frozen(*parts: Iterable[Any]) -> FrozenList:

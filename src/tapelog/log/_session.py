@@ -21,7 +21,18 @@ from datetime import UTC, datetime
 from typing import Any, overload
 
 from tapelog._errors import EventError, ForkError, LogError, ReentrantAppendError
-from tapelog.log._events import SURFACE_TYPES, Event, check_payload, event_from_json
+from tapelog.log._canonical import encode_trusted
+from tapelog.log._events import (
+    PACKED_TYPES,
+    SURFACE_TYPES,
+    Event,
+    PackedEvent,
+    check_packed,
+    check_payload,
+    event_from_json,
+    exact_bytes,
+    pack_event,
+)
 from tapelog.log._fold import History, LogFold
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze
 from tapelog.log._header import EpochHeader, fold_header_event
@@ -69,6 +80,14 @@ def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
         elif event.type == "turn/end":
             open_turn = None
     return open_turn
+
+
+def _packed(event: Event) -> Event:
+    """A validated event of :data:`PACKED_TYPES`, kept as its line (:class:`PackedEvent`)."""
+    if type(event) is PackedEvent or event.surface_op is not None:
+        return event
+    envelope = event.to_json()
+    return pack_event(envelope, exact_bytes(encode_trusted(envelope)), checked=True)
 
 
 class SessionEvents(Sequence[Event]):
@@ -143,6 +162,7 @@ class Session:
         self._surface = self._fold.surface
         self._listeners: list[Listener] = []
         self._publishing = False
+        self._last_time = -1
 
     # --- identity and views --------------------------------------------------
 
@@ -219,15 +239,26 @@ class Session:
             )
         event, header = self._validate(
             seq=len(self._events),
-            time=self._clock(),
+            time=self._time(),
             etype=type,
             data=data,
             surface_op=surface_op,
             source_seqs=source_seqs,
         )
+        if type in PACKED_TYPES:
+            event = _packed(event)
         self._commit(event, header)
         self._publish(event)
         return event
+
+    def _time(self) -> int:
+        """The clock's time; the same int object as the last event's while the
+        millisecond has not moved (a session keeps one per event)."""
+        now = self._clock()
+        if now == self._last_time:
+            return self._last_time
+        self._last_time = now
+        return now
 
     def _validate(
         self,
@@ -323,6 +354,15 @@ class Session:
             raise EventError(
                 f"event {expected}: seq must be {expected} (contiguous from 0), got {event.seq}"
             )
+        if type(event) is PackedEvent:
+            # A packed event touches neither the surface nor the header: its
+            # payload is all there is to check.
+            try:
+                check_packed(event)
+            except LogError as exc:
+                raise type(exc)(f"seq {event.seq}: {exc}") from None
+            self._commit(event, self._fold.header)
+            return
         try:
             checked, header = self._validate(
                 seq=event.seq,
@@ -335,6 +375,8 @@ class Session:
             )
         except LogError as exc:
             raise type(exc)(f"seq {event.seq}: {exc}") from None
+        if checked.type in PACKED_TYPES:
+            checked = _packed(checked)
         self._commit(checked, header)
 
     # --- projection ----------------------------------------------------------

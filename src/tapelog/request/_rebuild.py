@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tapelog._errors import LogError
-from tapelog.log import Event, Session
+from tapelog.log import Event, Session, paused_gc
 from tapelog.request._request import LlmRequest
 from tapelog.request._walk import trusted_events, walk_requests
 
@@ -48,6 +48,13 @@ def rebuild_requests(
     Loop requests always; with ``one_shots`` also the compaction summary calls.
     One pass over the log (plus the size of each request built).
     """
+    with paused_gc():
+        return _rebuild_all(source, session_id, one_shots)
+
+
+def _rebuild_all(
+    source: Session | Sequence[Event], session_id: str | None, one_shots: bool
+) -> list[RebuiltRequest]:
     return [
         RebuiltRequest(
             index=walked.index,

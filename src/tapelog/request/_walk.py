@@ -35,6 +35,7 @@ from tapelog.log import (
     LogFold,
     Session,
     SessionEvents,
+    chunk_kind,
     fold_header_event,
 )
 from tapelog.request._request import (
@@ -66,11 +67,15 @@ def reading_seq(seq: int) -> Iterator[None]:
     except TapelogError:
         raise
     except Exception as exc:
-        raise LogError(
-            f"seq {seq}: the log holds something this audit cannot read "
-            f"({type(exc).__name__}: {exc}); `tapelog verify` says what is wrong with it",
-            seq=seq,
-        ) from exc
+        raise _unreadable(seq, exc) from exc
+
+
+def _unreadable(seq: int, exc: Exception) -> LogError:
+    return LogError(
+        f"seq {seq}: the log holds something this audit cannot read "
+        f"({type(exc).__name__}: {exc}); `tapelog verify` says what is wrong with it",
+        seq=seq,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +195,7 @@ def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) 
             seqs.append(seq)
         elif etype == "assistant/message":
             message = event
-        elif etype == "assistant/chunk" and event.data["chunk"].get("kind") == "error":
+        elif etype == "assistant/chunk" and chunk_kind(event) == "error":
             failed += 1
         elif etype == "step/end":
             sent = event.data.get("sent") is not False
@@ -330,11 +335,17 @@ def walk_requests(
         session_id = session_id or source.id
     events = trusted_events(source, session_id)
     walker = _Walker(events, session_id, one_shots)
-    for event in events:
-        with reading_seq(event.seq):
+    seq = -1
+    try:
+        for event in events:
+            seq = event.seq
             walked = walker.visit(event)
-        if walked is not None:
-            yield walked
+            if walked is not None:
+                yield walked
+    except TapelogError:
+        raise
+    except Exception as exc:  # what reading_seq does, without a context per event
+        raise _unreadable(seq, exc) from exc
 
 
 def request_fields(request: WalkedRequest) -> dict[str, Any]:

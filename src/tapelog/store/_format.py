@@ -257,7 +257,7 @@ def scan_jsonl(
 def _parse_line(raw: bytes, number: int, check_canonical: bool) -> Event:
     where = f"line {number}"
     try:
-        event = event_from_json(decode(raw, path=where), where=where, decoded=True)
+        event = event_from_json(decode(raw, path=where), where=where, decoded=True, line=raw)
     except (JsonValueError, LogError) as exc:
         text = str(exc)
         message = text if text.startswith(f"{where}:") else f"{where}: {text}"

@@ -26,7 +26,7 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import Session
+from tapelog.log import Session, paused_gc
 from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
 from tapelog.store._format import (
     damaged_summary,
@@ -53,6 +53,11 @@ def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[Lo
     :class:`CorruptLogError` naming the line, prefixed with ``source``); a torn
     final line is dropped with a warning.
     """
+    with paused_gc():
+        return _read_session_bytes(data, source)
+
+
+def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
     scan = scan_jsonl(data, max_problems=1)
     if scan.problems:
         problem = scan.problems[0]

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tapelog._errors import CorruptLogError, LogError
-from tapelog.log import Session, SessionInfo, open_turn_at
+from tapelog.log import Session, SessionInfo, open_turn_at, paused_gc
 from tapelog.request import walk_requests
 from tapelog.store._format import Problem, replay_events, scan_jsonl
 
@@ -84,6 +84,11 @@ class VerifyReport:
 
 def verify_jsonl(data: bytes, *, expected_id: str | None = None) -> VerifyReport:
     """Verify a session file's bytes; ``expected_id`` is the id its name implies."""
+    with paused_gc():
+        return _verify(data, expected_id)
+
+
+def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
     scan = scan_jsonl(data, check_canonical=True)
     problems = list(scan.problems)
     if scan.spaced:
