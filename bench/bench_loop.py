@@ -34,6 +34,14 @@ output names it (``wire``); ``demo_cache`` is the demo's own workload either way
   (and of ``step_us``) at 1,000 and 10 steps; ``provider_us`` is what
   iterating a canned stream costs with nobody logging it.
 
+``checker``: what the invariant checker costs. The same session is grown to
+  10,000 history messages with ``check=False`` and with ``check=True`` (best of
+  ``CHECK_RUNS`` runs each), and the per-step time (the ``WINDOW`` turns around
+  the first step of a turn with at least 100, 1,000 and 10,000 messages) is
+  reported for both, with ``on_over_off`` (the checker's share) and the
+  flatness of each from 100 to 10,000 messages (what grows is the one copy of
+  the body, 2.3 MB at 10,000 messages here, and the checker's comparison of it).
+
 ``demo_cache``: cached-token efficiency on the ``tapelog demo`` workload. The
   demo's own session (``tapelog.cli._demo``: its SCRIPT, PROMPTS, the
   ``word_count`` tool registered before the second turn and the loop restart
