@@ -15,8 +15,11 @@ Only cancellation (a :class:`BaseException`) passes through.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -111,7 +114,7 @@ class Tool:
             if self._is_async:
                 result = await self.function(*args, **kwargs)
             else:
-                result = await asyncio.to_thread(self.function, *args, **kwargs)
+                result = await _in_daemon_thread(self.function, *args, **kwargs)
                 if inspect.isawaitable(result):  # e.g. an object with an async __call__
                     result = await result
         except Exception as exc:
@@ -170,6 +173,40 @@ class Tool:
                 is_error=True,
                 error={"kind": "exception", "type": "JsonValueError", "message": message},
             )
+
+
+async def _in_daemon_thread(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``asyncio.to_thread``, but on a daemon thread of its own.
+
+    An abort cancels the await at once, but nothing can stop a thread stuck in
+    a blocking call. The default executor's threads are joined when the event
+    loop and the interpreter shut down, so one stuck tool would keep the
+    process alive for good; a daemon thread is simply left behind.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # cancelled: nobody waits for it any more
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def work() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = context.run(function, *args, **kwargs)
+        except BaseException as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="tapelog-tool", daemon=True).start()
+    return await future
 
 
 class _BadArguments(Exception):
