@@ -460,9 +460,13 @@ async def test_the_store_is_durable_before_each_request_and_at_turn_end(tmp_path
             agent.client = probe
             await agent.run("add")
             on_disk = [decode(x)["type"] for x in probe.path.read_bytes().splitlines()[1:]]
-            assert on_disk[-1] == "turn/end", "the turn end is flushed before run() returns"
+            # each flush ends with the digest of what it wrote
+            assert on_disk[-2:] == ["turn/end", "log/digest"], (
+                "the turn end is flushed before run() returns"
+            )
     for seen in probe.seen:
-        assert seen[-1] in ("request/header", "step/start", "request/header-delta")
+        assert seen[-1] == "log/digest"
+        assert seen[-2] in ("request/header", "step/start", "request/header-delta")
     assert probe.seen[1].count("tool/result") == 1
 
 

@@ -56,6 +56,7 @@ VALID: dict[str, dict[str, Any]] = {
     "compact/summary": {"provider": "openai", "model": "m", "max_tokens": 100},
     "compact/end": {},
     "session/end-seed": {"parent": "p", "seed_length": 3},
+    "log/digest": {"bytes": 120, "sha256": "0" * 64},
 }
 
 

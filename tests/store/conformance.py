@@ -139,11 +139,15 @@ class StoreConformance:
         self, store: SessionStore, tmp_path: Path
     ) -> None:
         session = full_session()
+        # every type but log/digest, which only a store's writer logs
+        assert {e.type for e in session.events} == EVENT_TYPES - {"log/digest"}
+        with store.create(session) as writer:
+            writer.checkpoint()
         assert {e.type for e in session.events} == EVENT_TYPES
-        with store.create(session):
-            pass
         loaded = self.make_store(tmp_path).load(session.id)
         assert loaded.warnings == ()
+        assert loaded.digest is not None
+        assert loaded.digest.seq == len(session) - 1
         assert lines_of(loaded.session) == lines_of(session)
         assert loaded.session.info == session.info
         assert loaded.session.derive_messages() == session.derive_messages()
@@ -210,7 +214,8 @@ class StoreConformance:
         assert [s.id for s in summaries] == ["newer", "older"]
         new, old = summaries
         assert (new.created, new.parent, new.events, new.last_time) == (2_000, "older", 0, None)
-        assert (old.created, old.parent, old.events) == (1_000, None, 3)
+        # the turn's three events and the digest the writer logged when it closed
+        assert (old.created, old.parent, old.events) == (1_000, None, 4)
         assert old.last_time == older.events[-1].time
         assert old.size > new.size > 0
         assert old.error is None
@@ -272,7 +277,9 @@ class StoreConformance:
         with writer:
             one_turn(resumed, 1)
         loaded = store.load("resume").session
-        assert [e.seq for e in loaded.events] == list(range(6))
+        # each writer's close logged a digest after its turn
+        assert [e.seq for e in loaded.events] == list(range(8))
+        assert [e.type for e in loaded.events[3::4]] == ["log/digest", "log/digest"]
         assert lines_of(loaded) == lines_of(resumed)
 
     def test_resume_repairs_an_interrupted_turn_as_logged_events(self, store: SessionStore) -> None:
@@ -290,7 +297,8 @@ class StoreConformance:
         assert [e.type for e in repaired] == ["tool/result", "step/end", "turn/end"]
         loaded = store.load("crashed").session
         assert lines_of(loaded) == lines_of(resumed)
-        assert loaded.events[-1].data["reason"] == {"kind": "interrupted"}
+        assert loaded.events[-2].data["reason"] == {"kind": "interrupted"}
+        assert loaded.events[-1].type == "log/digest"
 
     def test_fork_seed_is_written(self, store: SessionStore) -> None:
         parent = Session("parent")

@@ -283,10 +283,11 @@ def test_a_row_another_writer_stored_refuses_the_flush_and_keeps_the_events(
         )
     with pytest.raises(SessionLockedError) as info:
         writer.flush()
-    assert "could not write 3 events of session race" in str(info.value)
+    # the turn's three events and the digest that closes their write
+    assert "could not write 4 events of session race" in str(info.value)
     assert "another writer appended to the session" in str(info.value)
     assert "open the session again to continue from what is stored" in str(info.value)
-    assert writer.pending == 3
+    assert writer.pending == 4
     assert stored_rows(store, "race")[1] == [rogue]  # nothing of the failed flush
     with pytest.raises(SessionLockedError):
         writer.close()  # close flushes, fails the same way, and still releases
@@ -436,7 +437,7 @@ def test_a_second_process_cannot_open_a_session_being_written(store: PostgresSto
                 child.kill()
     resumed, writer = store.open("shared")  # released when the holder closed
     writer.close()
-    assert [e.type for e in resumed.events] == ["turn/start"]
+    assert [e.type for e in resumed.events] == ["turn/start", "log/digest"]
 
 
 def test_a_killed_writer_releases_the_lock_and_keeps_what_it_flushed(
@@ -460,6 +461,6 @@ def test_a_killed_writer_releases_the_lock_and_keeps_what_it_flushed(
             assert time.monotonic() < deadline, "the lock outlived its killed holder by 10 s"
             time.sleep(0.05)
     with writer:
-        assert [e.type for e in resumed.events] == ["turn/start"]
+        assert [e.type for e in resumed.events] == ["turn/start", "log/digest"]
         resumed.append("turn/end", {"turn": 0, "reason": {"kind": "interrupted"}})
-    assert len(store.load("shared").session) == 2
+    assert len(store.load("shared").session) == 4  # and the digest of each flush

@@ -128,6 +128,17 @@ def _turn_reason(finish: str, calls: Sequence[Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def _last_turn(session: Session) -> int:
+    """The number of the last ``turn/start`` in the log (0 when there is none)."""
+    events = session.events
+    for seq in range(len(events) - 1, -1, -1):
+        event = events[seq]
+        if event.type == "turn/start":
+            turn: int = event.data["turn"]
+            return turn
+    return 0
+
+
 def _checked_config(config: Any) -> LlmCallConfig:
     if not isinstance(config, LlmCallConfig):
         raise TypeError(f"config must be an LlmCallConfig, got {type(config).__name__}")
@@ -181,6 +192,7 @@ class Agent:
         self._waiting_context: list[tuple[FrozenList, str]] = []
         self._in_step = False
         self._step_config: LlmCallConfig | None = None  # of the step in flight
+        self._turn_task: asyncio.Task[Any] | None = None  # the task running this agent's turn
         self._sources: dict[tuple[str, str], FrozenDict] = {}
         # Reuse the client's per-node cache when it has one: one encode per node.
         cache = getattr(client, "cache", None)
@@ -256,9 +268,20 @@ class Agent:
         # Built (and so validated) first: a prompt that is not lossless JSON is
         # refused before anything is logged, not after an opened turn.
         content = text_blocks(prompt) if isinstance(prompt, str) else freeze(list(prompt))
-        self._turn += 1
-        turn = self._turn
+        # One turn at a time per session, whichever Agent runs it: a second
+        # concurrent run raises here, before anything is logged.
+        with self.session.running("turn"):
+            self._turn_task = asyncio.current_task()
+            try:
+                return await self._run(content)
+            finally:
+                self._turn_task = None
+
+    async def _run(self, content: Any) -> TurnResult:
         session = self.session
+        # Another Agent may have run turns on this session since this one was made.
+        self._turn = max(self._turn, _last_turn(session)) + 1
+        turn = self._turn
         session.append("turn/start", {"turn": turn})
         session.append(
             "user/message", {"content": content, "source": {"kind": "user"}}, surface_op="append"
@@ -568,7 +591,16 @@ class Agent:
         The summary call carries the last logged request header, so it is
         rebuilt from the log (``tapelog requests --one-shot``) and checked like
         a loop request.
+
+        Called outside this agent's own turn (``/compact`` in chat), it claims
+        the session like a turn does: it is refused while a turn runs on it.
         """
+        if self._turn_task is not None and self._turn_task is asyncio.current_task():
+            return await self._compact(trigger=trigger, turn=turn)
+        with self.session.running("compaction"):
+            return await self._compact(trigger=trigger, turn=turn)
+
+    async def _compact(self, *, trigger: str, turn: int | None) -> CompactionResult:
         result = await compact(
             self.session,
             self.client,

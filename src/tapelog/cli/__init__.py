@@ -8,6 +8,7 @@ Errors a user can cause print one readable line (no traceback unless
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -15,6 +16,8 @@ import click
 
 from tapelog import __version__
 from tapelog.cli import _common
+from tapelog.llm import PROVIDERS as _PROVIDERS
+from tapelog.log import register_secret as _register_secret
 
 __all__ = ["cli", "main"]
 
@@ -32,6 +35,12 @@ def cli(ctx: click.Context, debug: bool) -> None:
     # Commands print the library's warnings themselves (as ``warning: ...``);
     # without a handler, logging's last resort would print each one again, bare.
     logging.getLogger("tapelog").addHandler(_QUIET)
+    # The providers' keys in the environment are secrets from the start, so
+    # whatever a command prints or logs is redacted even before a client reads
+    # one (e.g. `show` of a log written by an older version).
+    for spec in _PROVIDERS.values():
+        if spec.api_key_env:
+            _register_secret(os.environ.get(spec.api_key_env))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import os
 import signal
 import sys
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from tapelog.cli._common import store_option, write_output
 from tapelog.cli._setup import check_api_key, open_session, resolve_provider
 from tapelog.cli._store_cmds import load_target
 from tapelog.cli._stores import open_store
+from tapelog.cli._terminal import terminal_text
 from tapelog.llm import usage_prompt_tokens, wire_named
 from tapelog.log import encode
-from tapelog.store import validate_session_id
+from tapelog.store import JsonlStore, validate_session_id
 
 __all__ = ["COMMANDS"]
 
@@ -44,12 +46,16 @@ def usage_line(result: TurnResult, session_id: str) -> str:
 
 
 def _print_result(result: TurnResult, session_id: str) -> None:
-    """The answer on stdout; why a turn failed (else only in the log) and usage on stderr."""
+    """The answer on stdout; why a turn failed (else only in the log) and usage on stderr.
+
+    Model and provider text goes through :func:`terminal_text`: no escape
+    sequence in it reaches the terminal (the log keeps it as it came)."""
     if result.text:
-        click.echo(result.text)
+        click.echo(terminal_text(result.text))
     error = result.reason.get("error") if result.reason["kind"] == "error" else None
     if error:
-        click.echo(f"error: {error.get('message') or error.get('type')}", err=True)
+        why = str(error.get("message") or error.get("type"))
+        click.echo(f"error: {terminal_text(why)}", err=True)
     click.echo(usage_line(result, session_id), err=True)
 
 
@@ -169,7 +175,9 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
         system = _system_text(opts["system"], opts["system_file"])
         if system is None and resumed and session.header is not None:
             system = session.header.system
-        tools = fs_tools(opts["workspace"]) if opts["toolset"] == "fs" else ()
+        # The store's directory is protected from the tools wherever it lies.
+        protected = [store.root] if isinstance(store, JsonlStore) else []
+        tools = fs_tools(opts["workspace"], protected=protected) if opts["toolset"] == "fs" else ()
         # A new session is stored only once the options are known to be good,
         # so a usage error (or, for run, a missing API key) leaves no empty session behind.
         if writer is None:
@@ -179,7 +187,9 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
                 except ProviderError as exc:
                     await setup.aclose()
                     click.echo(
-                        f"error: {exc} Nothing was sent and no session was stored.", err=True
+                        f"error: {terminal_text(str(exc))} Nothing was sent and no session was "
+                        "stored.",
+                        err=True,
                     )
                     raise click.exceptions.Exit(1) from None
             writer = store.create(session)
@@ -215,19 +225,65 @@ def run_cmd(prompt: str, **opts: Any) -> None:
 
     async def body(agent: Agent) -> None:
         loop = asyncio.get_running_loop()
-        # Ctrl-C aborts the turn as a logged abort, not a crash mid-stream.
+        # Ctrl-C aborts the turn as a logged abort, not a crash mid-stream; so do
+        # SIGTERM and SIGHUP, and then the command exits as killed by them.
         loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
+        stopped = _on_stop_signals(loop, _abort_on(agent))
         try:
             result = await agent.run(prompt)
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            for signum in (signal.SIGINT, *_STOP_SIGNALS):
+                loop.remove_signal_handler(signum)
         _print_result(result, agent.session.id)
+        if stopped:
+            raise click.exceptions.Exit(128 + stopped[0])  # as the shell reports a kill
         if result.reason["kind"] == "error":
             raise click.exceptions.Exit(1)
         if result.reason["kind"] == "aborted":
             raise click.exceptions.Exit(130)  # the shell's code for "stopped by Ctrl-C"
 
     asyncio.run(_with_agent(opts, body, key_first=True))
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_STOP_REASONS = {signal.SIGTERM: "terminate", signal.SIGHUP: "hangup"}
+
+
+def _on_stop_signals(
+    loop: asyncio.AbstractEventLoop, stop: Callable[[signal.Signals], None]
+) -> list[int]:
+    """Call ``stop(signum)`` on SIGTERM and SIGHUP; the list the signals received go to."""
+    received: list[int] = []
+
+    def handler(signum: signal.Signals) -> None:
+        received.append(int(signum))
+        stop(signum)
+
+    for signum in _STOP_SIGNALS:
+        loop.add_signal_handler(signum, handler, signum)
+    return received
+
+
+def _abort_on(agent: Agent) -> Callable[[signal.Signals], None]:
+    """Abort the turn in flight, logged with what was streamed (``by``: terminate, hangup)."""
+    return lambda signum: agent.abort(_STOP_REASONS[signum])
+
+
+def _exit_between_turns(agent: Agent) -> Callable[[signal.Signals], None]:
+    def stop(signum: signal.Signals) -> None:
+        # No turn is open and the writer flushed at the last turn's end; make
+        # sure, then die of the signal as its default action would: the prompt
+        # is read in a worker thread that no signal interrupts.
+        try:
+            if agent.writer is not None:
+                agent.writer.flush()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    return stop
 
 
 def _read_prompt() -> str | None:
@@ -265,6 +321,7 @@ def chat_cmd(**opts: Any) -> None:
             sys.stdin.reconfigure(errors="surrogateescape")
         click.echo(f"session {agent.session.id} · Ctrl-C aborts a turn · Ctrl-D exits", err=True)
         loop.add_signal_handler(signal.SIGINT, idle_interrupt)
+        _on_stop_signals(loop, _exit_between_turns(agent))
         try:
             while True:
                 prompt = await loop.run_in_executor(None, _read_prompt)
@@ -284,16 +341,22 @@ def chat_cmd(**opts: Any) -> None:
                 if prompt.strip() == "/compact":
                     done = await agent.compact()
                     note = "compacted history" if done.ok else f"compaction failed: {done.error}"
-                    click.echo(f"[{done.id}] {note}", err=True)
+                    click.echo(terminal_text(f"[{done.id}] {note}"), err=True)
                     continue
                 loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
+                # During a turn SIGTERM and SIGHUP abort it (logged), then chat exits.
+                stopped = _on_stop_signals(loop, _abort_on(agent))
                 try:
                     result = await agent.run(prompt)
                 finally:
                     loop.add_signal_handler(signal.SIGINT, idle_interrupt)
+                    _on_stop_signals(loop, _exit_between_turns(agent))
                 _print_result(result, agent.session.id)
+                if stopped:
+                    raise click.exceptions.Exit(128 + stopped[0])  # as the shell reports a kill
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            for signum in (signal.SIGINT, *_STOP_SIGNALS):
+                loop.remove_signal_handler(signum)
 
     asyncio.run(_with_agent(opts, body))
 

@@ -15,6 +15,7 @@ from typing import IO, Any, TypeVar
 import click
 
 from tapelog._errors import TapelogError
+from tapelog.cli._terminal import terminal_text
 
 __all__ = ["DebugGroup", "OneLineError", "store_option", "write_output"]
 
@@ -71,7 +72,8 @@ class DebugGroup(click.Group):
         except Exception as exc:
             if (ctx.obj or {}).get("debug"):
                 raise
-            click.echo(f"error: {_one_line(exc)}", err=True)
+            # The message may quote a provider, a file or a server: printed safe.
+            click.echo(f"error: {terminal_text(_one_line(exc))}", err=True)
             ctx.exit(2)
 
 

@@ -28,8 +28,15 @@ from tapelog._errors import (
 )
 from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store, store_label
+from tapelog.cli._terminal import terminal_text
 from tapelog.log import Event, Session, chunk_kind, encode_str
-from tapelog.store import read_session_file, validate_session_id, verify_jsonl
+from tapelog.store import (
+    LoadedSession,
+    VerifyReport,
+    read_session_file,
+    validate_session_id,
+    verify_jsonl,
+)
 
 __all__ = ["COMMANDS", "load_target"]
 
@@ -72,6 +79,10 @@ def load_target(target: str, store: str | None) -> Session:
 
     Warnings (a dropped torn tail) go to stderr; the session is returned.
     """
+    return _load_target(target, store).session
+
+
+def _load_target(target: str, store: str | None) -> LoadedSession:
     path, session_id = _resolve(target)
     if path is not None:
         loaded = read_session_file(path)
@@ -79,8 +90,8 @@ def load_target(target: str, store: str | None) -> Session:
         assert session_id is not None
         loaded = open_store(store).load(session_id)
     for warning in loaded.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    return loaded.session
+        click.echo(f"warning: {terminal_text(warning)}", err=True)
+    return loaded
 
 
 def _console() -> Console:
@@ -104,11 +115,34 @@ def _clock(ms: int, *, date: bool = False) -> str:
 # --- verify ------------------------------------------------------------------
 
 
+def _verify_json(label: str, report: VerifyReport | None, problems: list[Any]) -> str:
+    """``verify --json``: the verdict, every problem, and the last digest."""
+    stats = report.stats if report is not None else None
+    digest = report.digest if report is not None else None
+    return encode_str(
+        {
+            "session": label,
+            "ok": report is not None and report.ok,
+            "problems": problems,
+            "warnings": list(report.warnings) if report is not None else [],
+            "notes": list(report.notes) if report is not None else [],
+            "stats": None if stats is None else asdict(stats),
+            "digest": None if digest is None else digest.to_json(),
+        }
+    )
+
+
 @click.command("verify")
 @click.argument("target", metavar="SESSION")
 @store_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the verdict as JSON, with the last digest (to keep elsewhere).",
+)
 @click.pass_context
-def verify_cmd(ctx: click.Context, target: str, store: str | None) -> None:
+def verify_cmd(ctx: click.Context, target: str, store: str | None, as_json: bool) -> None:
     """Check that a stored session is a valid tapelog log.
 
     SESSION is a session id in the store or the path of a session file. Exit
@@ -124,15 +158,24 @@ def verify_cmd(ctx: click.Context, target: str, store: str | None) -> None:
         try:
             data = open_store(store).session_bytes(expected_id)
         except CorruptLogError as exc:  # rows no file could hold line for line
+            if as_json:
+                line = exc.line
+                found = {"line": line, "seq": None if line is None else line - 2}
+                click.echo(_verify_json(label, None, [{**found, "message": str(exc)}]))
+                ctx.exit(1)
             click.echo(f"  {exc}")
             click.echo(f"{label}: invalid (1 problem)")
             ctx.exit(1)
     report = verify_jsonl(data, expected_id=expected_id)
+    if as_json:
+        problems = [{"line": p.line, "seq": p.seq, "message": p.message} for p in report.problems]
+        click.echo(_verify_json(label, report, problems))
+        ctx.exit(0 if report.ok else 1)
     for warning in report.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {terminal_text(warning)}", err=True)
     if not report.ok:
         for problem in report.problems[:_MAX_PROBLEMS_SHOWN]:
-            click.echo(f"  {problem}")
+            click.echo(f"  {terminal_text(str(problem))}")
         hidden = len(report.problems) - _MAX_PROBLEMS_SHOWN
         if hidden > 0:
             click.echo(f"  ... and {_count(hidden, 'more problem')}")
@@ -208,6 +251,8 @@ def _describe(event: Event) -> str:
         text = f"{d['provider']}/{d['model']} max_tokens {d['max_tokens']}"
     elif etype == "session/end-seed":
         text = " ".join(f"{k} {v}" for k, v in d.items())
+    elif etype == "log/digest":
+        text = f"first {d['bytes']} bytes · sha256 {d['sha256']}"
     else:
         text = _excerpt(encode_str(d)) if d else ""
     return text + _surface_note(event)
@@ -257,15 +302,30 @@ def show_cmd(target: str, store: str | None, chunks: bool) -> None:
     SESSION is a session id in the store or the path of a session file. Runs
     of assistant/chunk events are shown as one counted row unless --chunks.
     """
-    session = load_target(target, store)
-    table = Table(title=Text(_title(session)), title_justify="left", expand=False)
+    loaded = _load_target(target, store)
+    session = loaded.session
+    # Every cell holds logged text (model and tool output, names, the cwd):
+    # no escape sequence in it reaches the terminal.
+    table = Table(title=Text(terminal_text(_title(session))), title_justify="left", expand=False)
     table.add_column("seq", justify="right", no_wrap=True)
     table.add_column("time", no_wrap=True)
     table.add_column("type", no_wrap=True)
     table.add_column("summary")
     for row in _rows(session.events, chunks):
-        table.add_row(*(Text(cell) for cell in row))
-    _console().print(table)
+        table.add_row(*(Text(terminal_text(cell)) for cell in row))
+    console = _console()
+    console.print(table)
+    digest = loaded.digest
+    if digest is not None:
+        # the checkpoint to keep elsewhere: `head -c BYTES FILE | sha256sum` gives it back
+        after = f"; {_count(loaded.undigested, 'event')} after it" if loaded.undigested else ""
+        console.print(
+            Text(
+                f"last digest: seq {digest.seq} · the first {digest.bytes} bytes of the log "
+                f"have sha256 {digest.sha256}{after}"
+            ),
+            soft_wrap=True,
+        )
 
 
 # --- sessions ----------------------------------------------------------------
@@ -294,14 +354,15 @@ def sessions_cmd(store: str | None, as_json: bool) -> None:
     table.add_column("parent")
     for s in summaries:
         if s.error is not None:
-            table.add_row(Text(s.id), Text("unreadable"), Text("?"), Text(s.error), Text(""))
+            error = terminal_text(s.error)
+            table.add_row(Text(s.id), Text("unreadable"), Text("?"), Text(error), Text(""))
             continue
         table.add_row(
             Text(s.id),
             Text(_clock(s.created, date=True) if s.created is not None else ""),
             Text(str(s.events)),
             Text(_clock(s.last_time, date=True) if s.last_time is not None else ""),
-            Text(s.parent or ""),
+            Text(terminal_text(s.parent or "")),
         )
     _console().print(table)
 

@@ -6,6 +6,11 @@ real API would, rendered into cache segments, checked against the context
 window, answered from the script (or the default policy), and recorded in
 :attr:`Emulator.received` with the exact body bytes and the usage it reported.
 
+Memory is bounded: a body larger than ``max_body_bytes`` is refused with a 413
+before it is read whole, and :attr:`Emulator.received` keeps only the most
+recent requests (at most ``keep_requests`` of them, and at most
+``keep_bytes`` of body bytes between them; the latest is always kept).
+
 In-process use needs no socket: ``httpx.AsyncClient(transport=emu.transport())``.
 """
 
@@ -16,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 import httpx
 from starlette.applications import Starlette
@@ -37,7 +42,24 @@ from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Met
 from tapelog.emulator._script import Entry, Fault, Reply, default_reply, parse_entry
 from tapelog.log import decode, encode
 
-__all__ = ["ROUTES", "Emulator", "ReceivedRequest", "Rule"]
+__all__ = [
+    "DEFAULT_KEEP_BYTES",
+    "DEFAULT_KEEP_REQUESTS",
+    "DEFAULT_MAX_BODY_BYTES",
+    "ROUTES",
+    "Emulator",
+    "ReceivedRequest",
+    "Rule",
+]
+
+DEFAULT_MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+"""The largest request body the emulator reads (32 MiB); a larger one is a 413."""
+
+DEFAULT_KEEP_REQUESTS: Final = 10_000
+"""How many of the latest requests :attr:`Emulator.received` keeps."""
+
+DEFAULT_KEEP_BYTES: Final = 256 * 1024 * 1024
+"""How many body bytes (256 MiB) :attr:`Emulator.received` keeps, summed."""
 
 ROUTES: dict[str, Rule] = {
     "/v1/chat/completions": "deepseek",
@@ -73,6 +95,30 @@ class ReceivedRequest:
         return decode(self.body)
 
 
+class _TooLarge(Exception):
+    """Internal: the request body is larger than the emulator accepts."""
+
+    def __init__(self, size: int | None) -> None:
+        self.size = size
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The whole body, unless it is over ``limit`` bytes: then :class:`_TooLarge`,
+    raised from the declared length before reading, or as soon as the bytes read
+    pass the limit (a chunked body declares none)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge(int(declared))
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise _TooLarge(None)
+        parts.append(part)
+    return b"".join(parts)
+
+
 def _json(status: int, body: bytes, headers: Mapping[str, str]) -> Response:
     return Response(body, status_code=status, media_type="application/json", headers=dict(headers))
 
@@ -95,6 +141,10 @@ class Emulator:
     ``ttl_seconds`` expires stored prefixes (default: never, for determinism);
     ``clock`` gives ``created`` timestamps and TTL time. ``deepseek_unit`` and
     ``anthropic_minimum`` are the dated provider numbers of docs/providers.md ("Prompt caches").
+    ``max_body_bytes`` is the largest request body it reads (a larger one is
+    answered 413 in the provider's error shape); :attr:`received` keeps the
+    latest requests, at most ``keep_requests`` and ``keep_bytes`` of bodies
+    (older ones are dropped and counted in :attr:`dropped`).
     """
 
     def __init__(
@@ -106,7 +156,23 @@ class Emulator:
         clock: Callable[[], float] = time.time,
         deepseek_unit: int = 64,
         anthropic_minimum: int = 1024,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        keep_requests: int = DEFAULT_KEEP_REQUESTS,
+        keep_bytes: int = DEFAULT_KEEP_BYTES,
     ) -> None:
+        for name, value in (
+            ("max_body_bytes", max_body_bytes),
+            ("keep_requests", keep_requests),
+            ("keep_bytes", keep_bytes),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}.")
+        self.max_body_bytes = max_body_bytes
+        self.keep_requests = keep_requests
+        self.keep_bytes = keep_bytes
+        self.dropped = 0
+        """How many of the oldest requests :attr:`received` no longer holds."""
+        self._kept_bytes = 0
         self.context_window = context_window
         self.deepseek_unit = deepseek_unit
         self.anthropic_minimum = anthropic_minimum
@@ -170,6 +236,23 @@ class Emulator:
         self.received.append(
             ReceivedRequest(request.url.path, headers, body, rule, status, usage, entry)
         )
+        self._trim_received(len(body))
+
+    def _trim_received(self, added: int) -> None:
+        """Drop the oldest requests past ``keep_requests`` or ``keep_bytes`` (never the latest)."""
+        received = self.received
+        self._kept_bytes += added
+        drop = max(len(received) - self.keep_requests, 0)
+        if drop == 0 and self._kept_bytes <= self.keep_bytes:
+            return
+        # Recount: a caller may have cleared or edited the list meanwhile.
+        kept = sum(len(r.body) for r in received[drop:])
+        while kept > self.keep_bytes and drop < len(received) - 1:
+            kept -= len(received[drop].body)
+            drop += 1
+        del received[:drop]
+        self.dropped += drop
+        self._kept_bytes = kept
 
     # --- the one request flow ---------------------------------------------------
 
@@ -182,11 +265,21 @@ class Emulator:
         return endpoint
 
     async def _handle(self, request: Request, rule: Rule, dialect: Dialect) -> Response:
-        raw = await request.body()
         self._count += 1
         number = self._count
         request_id = f"req_emu_{number:06d}"
         head = {dialect.request_id_header: request_id}
+        try:
+            raw = await _read_body(request, self.max_body_bytes)
+        except _TooLarge as big:
+            # Recorded without the body (its bytes are what must not be kept).
+            self._record(request, b"", rule, 413)
+            size = f"{big.size} bytes" if big.size is not None else "larger than that"
+            message = (
+                f"Request body too large: this emulator reads at most {self.max_body_bytes} "
+                f"bytes (max_body_bytes) and the body is {size}."
+            )
+            return _json(413, dialect.error(413, message, None, request_id, None), head)
 
         def fail(status: int, error: bytes, entry: Entry | None = None) -> Response:
             self._record(request, raw, rule, status, None, entry)

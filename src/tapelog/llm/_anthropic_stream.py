@@ -17,7 +17,7 @@ from httpx_sse import ServerSentEvent
 from tapelog._errors import ContextOverflowError, ProviderError
 from tapelog.llm._http import event_frame
 from tapelog.llm._types import normalise_usage, usage_count
-from tapelog.log import FrozenDict, freeze
+from tapelog.log import FrozenDict, freeze, redact
 
 __all__ = ["AnthropicStreamParser", "anthropic_usage"]
 
@@ -159,8 +159,10 @@ class AnthropicStreamParser:
 
     def _on_error(self, frame: Mapping[str, Any]) -> list[dict[str, Any]]:
         error = frame.get("error") or {}
-        etype = str(error.get("type", "error"))
-        message = str(error.get("message", ""))
+        # A provider may echo the request's API key here (registered by the
+        # client): redacted before the text reaches the error, and so the log.
+        etype = redact(str(error.get("type", "error")))
+        message = redact(str(error.get("message", "")))
         text = f"{self.provider} sent an error event in the stream: {etype}: {message}"
         if "prompt is too long" in message.lower():
             raise ContextOverflowError(

@@ -7,6 +7,10 @@ chunks. This module owns the part that is the same: an injected
 as ``httpx.MockTransport``), errors mapped to :class:`ProviderError` with
 status, body excerpt and request id (never the API key), and an abort that
 is raced against every read so a stop takes effect at once.
+
+:func:`resolve_api_key` registers each key it reads with
+:func:`tapelog.log.register_secret`, so the key is redacted from everything
+logged (and every error text here) in any form a provider may echo it in.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from tapelog._errors import ContextOverflowError, JsonValueError, ProviderError
 from tapelog.llm._types import AbortHandle
-from tapelog.log import decode
+from tapelog.log import decode, redact, register_secret
 
 __all__ = ["Aborted", "error_from_response", "event_frame", "resolve_api_key", "stream_sse"]
 
@@ -49,9 +53,14 @@ class Aborted(Exception):
 def resolve_api_key(
     provider: str, env_var: str | None, env: Mapping[str, str], *, required: bool
 ) -> str | None:
-    """The API key from the environment; a clear error before any network if missing."""
+    """The API key from the environment; a clear error before any network if missing.
+
+    A key that is read is registered as a secret (:func:`tapelog.log.register_secret`),
+    even one refused below: from then on it is redacted wherever tapelog logs or shows text.
+    """
     key = env.get(env_var) if env_var else None
     if key:
+        register_secret(key)
         # An HTTP header refuses whitespace and non-ASCII, and httpx/h11 would
         # then quote the whole header, key included, in their error message.
         if not _KEY_CHARS.fullmatch(key):
@@ -70,11 +79,13 @@ def resolve_api_key(
 
 
 def _redact(text: str, secret: str | None) -> str:
-    """``text`` with the key replaced by ``***`` (a "key" of one to three
-    characters is no key, and blanking every such substring garbles the text)."""
+    """``text`` with the key and every registered secret replaced by ``***`` (a
+    "key" of one to three characters is no key, and blanking every such
+    substring garbles the text; keys of eight or more are registered secrets,
+    also found JSON-escaped, base64- or URL-encoded)."""
     if secret and len(secret) >= 4:
-        return text.replace(secret, "***")
-    return text
+        text = text.replace(secret, "***")
+    return redact(text)
 
 
 def _excerpt(text: str, secret: str | None) -> str:
@@ -173,7 +184,8 @@ def event_frame(provider: str, data: str) -> dict[str, Any] | None:
         frame = decode(data, path="event")
     except JsonValueError as exc:
         raise ProviderError(
-            f"{provider} sent a stream event that is not JSON ({exc.problem}); retrying may help.",
+            f"{provider} sent a stream event that is not JSON ({redact(exc.problem)}); "
+            "retrying may help.",
             retryable=True,
         ) from None
     return frame if isinstance(frame, dict) else None
@@ -225,7 +237,8 @@ async def stream_sse(
                     return
                 except SSEError as exc:
                     raise ProviderError(
-                        f"{provider} did not answer with an event stream ({exc}); "
+                        f"{provider} did not answer with an event stream "
+                        f"({_redact(str(exc), secret)}); "
                         "check that the base URL points at the provider's API.",
                         status=response.status_code,
                     ) from exc

@@ -18,7 +18,7 @@ from httpx_sse import ServerSentEvent
 from tapelog._errors import ProviderError
 from tapelog.llm._http import event_frame
 from tapelog.llm._types import normalise_usage, usage_count
-from tapelog.log import FrozenDict, freeze
+from tapelog.log import FrozenDict, freeze, redact
 
 __all__ = ["OpenAIStreamParser", "openai_usage"]
 
@@ -151,11 +151,13 @@ class OpenAIStreamParser:
             self._finish = reason
 
     def _stream_error(self, error: Any) -> ProviderError:
-        message = error.get("message") if isinstance(error, dict) else error
+        # A provider may echo the request's API key here (registered by the
+        # client): redacted before the text reaches the error, and so the log.
+        message = redact(str(error.get("message") if isinstance(error, dict) else error))
         return ProviderError(
             f"{self.provider} reported an error in the middle of the stream: {message}. "
             "Retrying may help.",
-            body=str(message)[:300],
+            body=message[:300],
             retryable=True,
         )
 

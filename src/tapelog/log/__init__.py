@@ -35,6 +35,15 @@ from tapelog.log._header import (
 )
 from tapelog.log._projection import derive_event_message, fold_messages
 from tapelog.log._recorder import HeaderRecorder
+from tapelog.log._redact import (
+    MIN_SECRET_LENGTH,
+    REDACTED,
+    forget_secrets,
+    has_secrets,
+    redact,
+    register_secret,
+    secret_prefix_length,
+)
 from tapelog.log._repair import repair_interrupted
 from tapelog.log._session import (
     Session,
@@ -46,7 +55,9 @@ from tapelog.log._session import (
 
 __all__ = [
     "EVENT_TYPES",
+    "MIN_SECRET_LENGTH",
     "PACKED_TYPES",
+    "REDACTED",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "EpochHeader",
@@ -78,12 +89,17 @@ __all__ = [
     "fold_header_event",
     "fold_messages",
     "fold_request_header",
+    "forget_secrets",
     "freeze",
     "freeze_trusted",
+    "has_secrets",
     "header_from_json",
     "new_session_id",
     "open_turn_at",
     "paused_gc",
+    "redact",
+    "register_secret",
     "repair_interrupted",
+    "secret_prefix_length",
     "thaw",
 ]

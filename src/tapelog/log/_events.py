@@ -59,6 +59,7 @@ EVENT_TYPES: Final = frozenset(
         "compact/summary",
         "compact/end",
         "session/end-seed",
+        "log/digest",
     }
 )
 
@@ -123,7 +124,15 @@ class Event:
 
 
 PACKED_TYPES: Final = frozenset(
-    {"assistant/chunk", "tool/call", "step/start", "step/end", "turn/start", "turn/end"}
+    {
+        "assistant/chunk",
+        "tool/call",
+        "step/start",
+        "step/end",
+        "turn/start",
+        "turn/end",
+        "log/digest",
+    }
 )
 """Event types a session keeps as their log line (:class:`PackedEvent`): the
 many small events that shape no request (not surface, not header) and are read
@@ -219,7 +228,12 @@ _VALID_KEY_ORDERS: Final = frozenset({_ENVELOPE_KEYS[:4], _ENVELOPE_KEYS[:5], _E
 
 
 def event_from_json(
-    obj: Any, *, where: str = "event", decoded: bool = False, line: bytes | None = None
+    obj: Any,
+    *,
+    where: str = "event",
+    decoded: bool = False,
+    line: bytes | None = None,
+    canonical: bool = False,
 ) -> Event:
     """Build an :class:`Event` from its JSON form, checking the envelope shape.
 
@@ -230,7 +244,8 @@ def event_from_json(
     JSON, so freezing may skip the per-value checks (the store's hot path);
     with it, ``line`` (the raw bytes ``obj`` was decoded from) lets an event of
     :data:`PACKED_TYPES` be kept packed (:class:`PackedEvent`, its canonical
-    bytes) instead of as objects.
+    bytes) instead of as objects; ``canonical=True`` says the caller checked
+    that ``line`` is exactly the canonical encoding of ``obj``.
     """
     if type(obj) is not dict and not isinstance(obj, Mapping):
         raise EventError(f"{where}: an event must be a JSON object, got {type(obj).__name__}")
@@ -271,8 +286,10 @@ def event_from_json(
         and surface_op is None
         and source_seqs is None
     ):
-        canonical = encode_trusted(obj)
-        return pack_event(obj, line if canonical == line else exact_bytes(canonical))
+        if canonical:
+            return pack_event(obj, line)
+        encoded = encode_trusted(obj)
+        return pack_event(obj, line if encoded == line else exact_bytes(encoded))
     if decoded and type(data) is dict:
         return Event(
             seq=seq,
@@ -545,6 +562,23 @@ def _end_seed(etype: str, data: Mapping[str, Any]) -> None:
     _optional(etype, data, "seed_length", int)
 
 
+_HEX: Final = frozenset("0123456789abcdef")
+
+
+def _digest(etype: str, data: Mapping[str, Any]) -> None:
+    """A checkpoint written by a store at a flush: the SHA-256 of every byte of
+    the session file before this event's line (docs/format.md, "Digests")."""
+    covered = _need(etype, data, "bytes", int)
+    if covered < 1:
+        raise _fail(etype, "data.bytes must be a positive integer (the header line comes first)")
+    sha = _need(etype, data, "sha256", str)
+    if len(sha) != 64 or not _HEX.issuperset(sha):
+        raise _fail(etype, "data.sha256 must be 64 lowercase hexadecimal digits")
+    extra = [k for k in data if k not in ("bytes", "sha256")]
+    if extra:
+        raise _fail(etype, f"unknown field {extra[0]!r}")
+
+
 _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "turn/start": _turn,
     "turn/end": _turn_end,
@@ -562,6 +596,7 @@ _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "compact/summary": _summary,
     "compact/end": _compact_end,
     "session/end-seed": _end_seed,
+    "log/digest": _digest,
 }
 
 

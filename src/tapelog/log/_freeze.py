@@ -10,6 +10,11 @@ string keys, only JSON types, no cycles, ints within 64 bits, valid UTF-8.
 
 The path of an offending value (``data.content[2].text``) is built only when an
 error unwinds, so the happy path pays nothing for it.
+
+The walk is also the log's one choke point for secrets: every string (and key)
+it copies goes through :func:`tapelog.log.redact`, so a registered secret (an
+API key, a store password) never reaches logged data. With no secret
+registered this costs one attribute test per string.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn, SupportsIndex, TypeAlias
 
 from tapelog._errors import FrozenError, JsonValueError
+from tapelog.log._redact import _REGISTRY as _SECRETS
+from tapelog.log._redact import redact
 
 __all__ = [
     "FrozenDict",
@@ -147,7 +154,7 @@ def _walk(value: Any) -> Any:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise _Bad("string is not valid UTF-8 (lone surrogate)") from None
-        return value
+        return redact(value) if _SECRETS.needles else value
     if t is FrozenDict or t is FrozenList or value is None or t is bool:
         return value
     if t is int:
@@ -160,9 +167,12 @@ def _walk(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
+        secrets = bool(_SECRETS.needles)
         for k, v in value.items():
             if type(k) is not str:
                 raise _Bad(f"key {k!r} is a {type(k).__name__}; JSON keys must be strings")
+            if secrets:
+                k = redact(k)
             try:
                 out[k] = _walk(v)
             except _Bad as bad:

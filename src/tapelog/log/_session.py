@@ -5,6 +5,13 @@ payload, the surface op and (for header events) the header fold, then commits
 a frozen event and publishes it to listeners. A store subscribes as a listener
 and persists on its own schedule (``flush``).
 
+``append`` is safe to call from several threads (tools run in worker threads
+and may log through ``Agent.inject``): one lock is held around validate,
+commit and publish, so seqs stay contiguous and listeners see events in seq
+order. A thread that appends while another is publishing waits for it; an
+append from inside a listener, on the publishing thread, is refused
+(:class:`ReentrantAppendError`), since it would publish out of order.
+
 The session caches two folds of its log, both incremental: the derived
 messages (one projection per surface node, rebuilt only when a replace moves
 ``replace_generation``) and the request header in force.
@@ -14,8 +21,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, overload
@@ -48,6 +57,8 @@ __all__ = [
 ]
 
 Listener = Callable[[Event], None]
+
+_thread_id = threading.get_ident
 
 
 def _now_ms() -> int:
@@ -163,6 +174,12 @@ class Session:
         self._listeners: list[Listener] = []
         self._publishing = False
         self._last_time = -1
+        # Held around validate + commit + publish; ``_owner`` is the thread
+        # holding it (read without the lock only to compare with one's own id).
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+        self._turn_lock = threading.Lock()
+        self._running: str | None = None  # what runs a turn on the session now
 
     # --- identity and views --------------------------------------------------
 
@@ -231,12 +248,80 @@ class Session:
         Nothing is committed when validation fails. Listeners run after the
         commit; if one raises, every listener still runs and the first error
         is re-raised -- the event is in the log all the same (``seq`` says so).
+
+        Safe from any thread: a thread that appends while another one is
+        appending or publishing waits for it (see the module docstring).
         """
-        if self._publishing:
-            raise ReentrantAppendError(
-                f"cannot append {type!r} while another event is being published to listeners; "
-                "append after the listener returns"
-            )
+        me = _thread_id()
+        if self._owner == me:  # inside locked(), or a listener of this thread
+            if self._publishing:
+                raise ReentrantAppendError(
+                    f"cannot append {type!r} while another event is being published to "
+                    "listeners; append after the listener returns"
+                )
+            return self._append(type, data, surface_op, source_seqs)
+        with self._lock:
+            self._owner = me
+            try:
+                return self._append(type, data, surface_op, source_seqs)
+            finally:
+                self._owner = None
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Keep every other thread from appending while the block runs.
+
+        This thread may append inside the block. A store writer uses it to take
+        its buffered events and log their digest in one step. Entered from a
+        listener it raises :class:`ReentrantAppendError`; nested, it is a no-op.
+        """
+        me = _thread_id()
+        if self._owner == me:
+            if self._publishing:
+                raise ReentrantAppendError(
+                    "cannot hold the session log from inside a listener while an event is "
+                    "being published; do it after the listener returns"
+                )
+            yield
+            return
+        with self._lock:
+            self._owner = me
+            try:
+                yield
+            finally:
+                self._owner = None
+
+    @contextmanager
+    def running(self, what: str = "turn") -> Iterator[None]:
+        """Claim the session for one turn (or compaction) until the block ends.
+
+        Two turns at once on one session would interleave their steps, so a
+        request would hold a tool call whose result is logged after it, and
+        every later request would be refused by the provider. A second claim
+        while one is held (from another task, thread or ``Agent``) raises
+        :class:`LogError` before anything is logged.
+        """
+        with self._turn_lock:
+            if self._running is not None:
+                raise LogError(
+                    f"cannot start a {what} on session {self.id}: a {self._running} is already "
+                    "running on it (another Agent.run or compaction that has not returned); "
+                    f"wait for it to finish, then start the {what}: two at once would "
+                    "interleave their events and break every later request"
+                )
+            self._running = what
+        try:
+            yield
+        finally:
+            self._running = None
+
+    def _append(
+        self,
+        type: str,
+        data: Mapping[str, Any],
+        surface_op: str | Mapping[str, Any] | None,
+        source_seqs: Sequence[int] | None,
+    ) -> Event:
         event, header = self._validate(
             seq=len(self._events),
             time=self._time(),
@@ -348,7 +433,25 @@ class Session:
 
     def replay(self, event: Event) -> None:
         """Commit an already-built event (from a store or another log), validated
-        exactly as a live append; listeners are not called."""
+        exactly as a live append; listeners are not called. Safe from any thread,
+        as :meth:`append` is."""
+        me = _thread_id()
+        if self._owner == me:
+            if self._publishing:
+                raise ReentrantAppendError(
+                    f"cannot replay seq {event.seq} while another event is being published "
+                    "to listeners; replay after the listener returns"
+                )
+            self._replay(event)
+            return
+        with self._lock:
+            self._owner = me
+            try:
+                self._replay(event)
+            finally:
+                self._owner = None
+
+    def _replay(self, event: Event) -> None:
         expected = len(self._events)
         if event.seq != expected:
             raise EventError(
@@ -419,7 +522,7 @@ class Session:
         )
         for i, raw in enumerate(events):
             event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
-            session.replay(event)
+            session._replay(event)  # no other thread knows the new session yet
         return session
 
     @classmethod

@@ -13,12 +13,23 @@ The rules a backend must keep (tests/store/conformance.py checks them all):
 * writes only append; a stored event's bytes never change;
 * loading replays every event through ``Session.from_info``, so a stored log is
   held to the same rules as live appends, and refuses any format version but
-  ``SESSION_FORMAT_VERSION`` and any unknown event type.
+  ``SESSION_FORMAT_VERSION`` and any unknown event type;
+* every flush ends with a ``log/digest`` event: the SHA-256 of every byte of
+  the session's JSONL form before that event's line (for PostgreSQL, of the
+  bytes ``session_bytes`` returns), logged through the session like any event
+  (docs/format.md, "Digests").
+
+A writer may be flushed from any thread while others append: the buffer is
+taken (and its digest logged) while the session is locked, written outside
+the lock, and put back in front of what arrived meanwhile if the write fails.
 """
 
 from __future__ import annotations
 
 import builtins
+import errno
+import hashlib
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +38,30 @@ from types import TracebackType
 from tapelog._errors import StoreError
 from tapelog.log import Event, Session
 
-__all__ = ["LoadedSession", "SessionStore", "SessionSummary", "SessionWriter"]
+__all__ = [
+    "Digest",
+    "LoadedSession",
+    "SessionStore",
+    "SessionSummary",
+    "SessionWriter",
+    "count_events",
+    "os_error_advice",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Digest:
+    """A ``log/digest`` event that matched the log: the SHA-256 of the first
+    ``bytes`` bytes of the session's JSONL form (everything before its line,
+    line ``line`` of the file; seq ``seq``)."""
+
+    line: int
+    seq: int
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, int | str]:
+        return {"seq": self.seq, "line": self.line, "bytes": self.bytes, "sha256": self.sha256}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +74,11 @@ class LoadedSession:
 
     session: Session
     warnings: tuple[str, ...] = ()
+    digest: Digest | None = None
+    """The last ``log/digest`` of the session's own (after a fork's seed); every
+    digest was checked against the stored bytes."""
+    undigested: int = 0
+    """Events after ``digest`` (not covered by any digest yet)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,21 +103,33 @@ class SessionWriter(ABC):
     """Persists one session's appended events; the only writer of that session.
 
     The writer subscribes to the session on construction and buffers each
-    event's canonical bytes. :meth:`flush` hands the buffer to the backend in
-    one durable write; :meth:`close` flushes, unsubscribes and releases the
-    write lock (events appended after ``close`` are not stored). Use it as a
-    context manager so the lock is released on every path.
+    event's canonical bytes. :meth:`flush` logs a ``log/digest`` event covering
+    everything stored so far plus the buffer, then hands the buffer (digest
+    included) to the backend in one durable write; :meth:`close` flushes,
+    unsubscribes and releases the write lock (events appended after ``close``
+    are not stored). Use it as a context manager so the lock is released on
+    every path. ``stored`` is what the backend already holds, as JSONL bytes
+    (the header line and the seed or loaded events), where the digests start.
     """
 
-    def __init__(self, session: Session, *, warnings: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, session: Session, *, warnings: tuple[str, ...] = (), stored: bytes = b""
+    ) -> None:
         self._session = session
         self._pending: list[bytes] = []
         self._closed = False
+        self._closing = False
+        self._flushing = threading.Lock()  # one flush (or close) at a time
+        self._hash = hashlib.sha256(stored)  # of every stored byte, header line included
+        self._stored_bytes = len(stored)
+        self._stored_events = len(session)
         self.warnings = warnings
         """Sentences about what opening had to repair (e.g. a dropped torn tail)."""
         self._unsubscribe: Callable[[], None] = session.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
+        # Called by Session.append with the session locked: in seq order, and
+        # never at the same time as flush() takes the buffer.
         self._pending.append(event.encode())
 
     @property
@@ -99,27 +150,96 @@ class SessionWriter(ABC):
         return self._closed
 
     def flush(self) -> None:
-        """Write every buffered event durably; on failure they stay buffered."""
-        if self._closed:
-            raise StoreError(
-                f"the writer of session {self.session_id} is closed; "
-                "open the session again to append to it"
-            )
-        if not self._pending:
-            return
-        self._write(self._pending)
-        self._pending = []
+        """Write every buffered event durably, closed by a ``log/digest`` event.
+
+        Safe while other threads append: what they append during the write
+        waits for the next flush. On failure nothing of this flush is stored
+        and the events stay buffered, in order, for the next flush.
+        """
+        with self._flushing:
+            if self._closed:
+                raise StoreError(
+                    f"the writer of session {self.session_id} is closed; "
+                    "open the session again to append to it"
+                )
+            self._flush()
+
+    def _flush(self, *, always: bool = False) -> None:
+        session = self._session
+        with session.locked():
+            lines = self._pending
+            if not lines and not always:
+                return
+            self._pending = []
+            body = b"\n".join(lines) + b"\n" if lines else b""
+            digest = self._hash.copy()
+            digest.update(body)
+            data = {"bytes": self._stored_bytes + len(body), "sha256": digest.hexdigest()}
+            try:
+                session.append("log/digest", data)
+            except BaseException:
+                # The digest's line, if it was logged (another listener raised
+                # after the commit), stays after the lines it covers.
+                self._pending = lines + self._pending
+                raise
+            lines += self._pending  # the digest's line
+            self._pending = []
+        try:
+            self._write(lines)
+        except BaseException:
+            with session.locked():
+                self._pending[:0] = lines
+            raise
+        last = lines[-1] + b"\n"
+        digest.update(last)
+        self._hash = digest
+        self._stored_bytes += len(body) + len(last)
+        self._stored_events += len(lines)
+
+    def checkpoint(self) -> None:
+        """Flush, logging a digest even when nothing is buffered (so the stored
+        log ends with one, e.g. after opening dropped a write a crash cut short)."""
+        with self._flushing:
+            if self._closed:
+                raise StoreError(
+                    f"the writer of session {self.session_id} is closed; "
+                    "open the session again to append to it"
+                )
+            self._flush(always=True)
 
     def close(self) -> None:
-        """Flush, stop listening and release the write lock (idempotent)."""
-        if self._closed:
-            return
-        try:
-            self.flush()
-        finally:
-            self._closed = True
-            self._unsubscribe()
-            self._release()
+        """Flush, stop listening and release the write lock (idempotent).
+
+        If the final flush fails, its events are lost with the writer: the
+        error says so, and where the stored session ends.
+        """
+        with self._flushing:
+            if self._closed:
+                return
+            self._closing = True
+            try:
+                self._flush()
+            finally:
+                self._closed = True
+                self._unsubscribe()
+                self._release()
+
+    def _unwritten(self, count: int, advice: str) -> str:
+        """The end of a failed write's message: what was stored, what happens next."""
+        n = self._stored_events
+        where = f"after seq {n - 1}" if n else "before its first event"
+        stored = f"the stored session still ends {where}, its last complete write"
+        none = (
+            "the event was not stored" if count == 1 else f"none of the {count} events was stored"
+        )
+        them = "it" if count == 1 else "them"
+        if self._closing:
+            lost = "it is" if count == 1 else "they are"
+            return (
+                f"{none}, and the writer is closing, so {lost} lost; {stored}. {advice}, "
+                "then resume the session to continue from there"
+            )
+        return f"{none}; {stored}. {advice}, then flush again (the writer keeps {them} until then)"
 
     def __enter__(self) -> SessionWriter:
         return self
@@ -135,11 +255,32 @@ class SessionWriter(ABC):
     @abstractmethod
     def _write(self, lines: builtins.list[bytes]) -> None:
         """Durably append ``lines`` (canonical event bytes, in seq order) or raise
-        :class:`StoreError` leaving the stored log as it was."""
+        :class:`StoreError` leaving the stored log as it was (its message ends
+        with :meth:`_unwritten`)."""
 
     @abstractmethod
     def _release(self) -> None:
         """Release the write lock and any handles (called once, by ``close``)."""
+
+
+def count_events(n: int) -> str:
+    """``1 event``, ``3 events``."""
+    return "1 event" if n == 1 else f"{n} events"
+
+
+def os_error_advice(exc: OSError) -> str:
+    """What to do about a failed write, by its cause: a sentence start, without its
+    end (``"Free space on that file system"``), to go on with ", then ..."."""
+    code = exc.errno
+    if code == errno.ENOSPC:
+        return "Free space on that file system"
+    if code == errno.EDQUOT:
+        return "Free space or raise the disk quota"
+    if code in (errno.EACCES, errno.EPERM):
+        return "Check the permissions of the file and its directory"
+    if code == errno.EROFS:
+        return "Remount the file system read-write"
+    return "Fix the cause"
 
 
 class SessionStore(ABC):

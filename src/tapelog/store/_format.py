@@ -8,11 +8,17 @@ newline can only be the torn tail of a write a crash interrupted; any other
 damage is corruption and is reported with its 1-based line number.
 
 Scanning is split from replay so ``tapelog verify`` can list every line-level
-problem in a file, while ``load`` stops at the first.
+problem in a file, while ``load`` stops at the first. Both hold every line to
+the same rules: valid JSON, a known envelope, and tapelog's canonical bytes
+(whitespace between tokens aside), so a duplicated key or an edited escape is
+refused by ``load`` exactly as by ``verify``. Both check every ``log/digest``
+against the bytes before its line.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -32,9 +38,10 @@ from tapelog.log import (
     SessionInfo,
     decode,
     encode,
+    encode_trusted,
     event_from_json,
 )
-from tapelog.store._base import SessionSummary
+from tapelog.store._base import Digest, SessionSummary
 from tapelog.store._ids import validate_session_id
 
 __all__ = [
@@ -147,6 +154,12 @@ class JsonlScan:
     spaced: list[int] = field(default_factory=list)
     """Lines (1-based) that differ from canonical form only by whitespace
     between JSON tokens (e.g. written with ``json.dumps``'s default separators)."""
+    last_digest: Digest | None = None
+    """The last ``log/digest`` of the session's own (not a fork's seed) that matched."""
+    last_digest_line: int | None = None
+    """The line of the session's last own ``log/digest``, matched or not."""
+    after_digest: int = 0
+    """Complete event lines after ``last_digest_line`` (0 when there is none)."""
 
 
 def summarise_session(
@@ -197,16 +210,20 @@ def _torn_warning(line: int, size: int, events: int) -> str:
 
 
 def scan_jsonl(
-    data: bytes, *, max_problems: int | None = None, check_canonical: bool = False
+    data: bytes, *, max_problems: int | None = None, check_canonical: bool = True
 ) -> JsonlScan:
     """Parse a session file's bytes line by line, collecting problems.
 
-    Stops after ``max_problems`` problems (``load`` passes 1). With
-    ``check_canonical`` a line that parses but is not byte-identical to the
-    canonical encoding of its event (hand-edited, or written by another
-    encoder) is a problem too: the log's bytes are part of what an auditor
-    checks.
+    Stops after ``max_problems`` problems (``load`` passes 1). A line that
+    parses but is not byte-identical to the canonical encoding of its event
+    (a duplicated key, an escape tapelog does not write, an edit) is a problem,
+    whitespace between tokens aside (listed in ``spaced``): the log's bytes are
+    part of what an auditor checks, and a loader must not read a line the
+    verifier refuses. ``check_canonical`` is kept for callers of older
+    versions; the check is always made. Every ``log/digest`` after a fork's
+    seed is checked against the bytes before its line.
     """
+    del check_canonical
     scan = JsonlScan()
     lines = data.split(b"\n")
     torn = lines.pop()  # b"" when the file ends with a newline
@@ -225,7 +242,7 @@ def scan_jsonl(
     try:
         header = decode(lines[0], path="header")
         scan.info = info_from_header(header)
-        if check_canonical and header_line(scan.info) != lines[0]:
+        if header_line(scan.info) != lines[0]:
             if _without_spaces(lines[0]) != header_line(scan.info):
                 raise CorruptLogError("the header line is not in canonical form", line=1)
             scan.spaced.append(1)
@@ -235,13 +252,16 @@ def scan_jsonl(
     except StoreError as exc:
         if problem(1, None, exc):
             return scan
+    seed = scan.info.seed_length or 0 if scan.info is not None else 0
+    digests = _DigestChain(data, seed)
+    offset = len(lines[0]) + 1  # where line 2 starts
     prefix_ok = not scan.problems
     for index, raw in enumerate(lines[1:]):
         number = index + 2
+        start = offset
+        offset += len(raw) + 1
         try:
-            event = _parse_line(raw, number, check_canonical)
-            if check_canonical and event.encode() != raw:
-                scan.spaced.append(number)
+            event, obj = _parse_line(raw, number, scan.spaced)
         except CorruptLogError as exc:
             prefix_ok = False
             if problem(number, number - 2, exc):  # line n holds seq n - 2
@@ -249,26 +269,123 @@ def scan_jsonl(
             continue
         if prefix_ok:
             scan.events.append(event)
+        digests.after += 1
+        if event.type == "log/digest":
+            error = digests.check(event.seq, obj["data"], number, start)
+            if error is not None and problem(number, number - 2, error):
+                return scan
+    scan.last_digest = digests.last
+    scan.last_digest_line = digests.last_line
+    scan.after_digest = digests.after if digests.last_line is not None else 0
     if torn:
         scan.warnings.append(_torn_warning(len(lines) + 1, len(torn), len(lines) - 1))
     return scan
 
 
-def _parse_line(raw: bytes, number: int, check_canonical: bool) -> Event:
+class _DigestChain:
+    """Checks each ``log/digest`` against the SHA-256 of the bytes before its line,
+    hashing the file once, front to back. After the first mismatch the rest of
+    the chain cannot be judged (every later digest covers the change too)."""
+
+    def __init__(self, data: bytes, seed: int) -> None:
+        self._view = memoryview(data)
+        self._seed = seed
+        self._hasher = hashlib.sha256()
+        self._hashed = 0
+        self._broken = False
+        self.last: Digest | None = None  # the last one that matched
+        self.last_line: int | None = None  # the line of the last one, matched or not
+        self.after = 0  # complete event lines since the last digest
+
+    def check(
+        self, seq: int, data: Mapping[str, Any], line: int, start: int
+    ) -> CorruptLogError | None:
+        """Check the digest with payload ``data`` on line ``line`` (at byte ``start``)."""
+        if seq < self._seed:  # a fork's seed: digests of the parent's bytes
+            return None
+        self.last_line, self.after = line, 0
+        if self._broken:
+            return None
+        covered, sha = data.get("bytes"), data.get("sha256")
+        if type(covered) is not int or type(sha) is not str:
+            return None  # a bad payload: replay names it
+        if covered != start:
+            self._broken = True
+            return CorruptLogError(
+                f"line {line}: the digest covers the first {covered} bytes of the file, but "
+                f"{start} bytes come before its line: lines were removed or added "
+                f"{self._since()}",
+                line=line,
+            )
+        self._hasher.update(self._view[self._hashed : start])
+        self._hashed = start
+        if self._hasher.hexdigest() != sha:
+            self._broken = True
+            return CorruptLogError(
+                f"line {line}: the digest does not match the first {start} bytes of the "
+                "file: they were changed after the digest was written (a line edited, "
+                f"removed, added or reordered), {self._since()}",
+                line=line,
+            )
+        self.last = Digest(line=line, seq=seq, bytes=covered, sha256=sha)
+        return None
+
+    def _since(self) -> str:
+        if self.last is not None:
+            return f"after line {self.last.line} (the last digest that matches)"
+        return "anywhere before it (no earlier digest of the session matches)"
+
+
+def _parse_line(raw: bytes, number: int, spaced: list[int]) -> tuple[Event, Any]:
+    """The event of one line, and the JSON it was decoded from."""
     where = f"line {number}"
     try:
-        event = event_from_json(decode(raw, path=where), where=where, decoded=True, line=raw)
+        obj = decode(raw, path=where)
+        canonical = encode_trusted(obj)
+        if canonical != raw:
+            if _without_spaces(raw) != canonical:
+                raise CorruptLogError(_not_canonical(raw, where), line=number)
+            spaced.append(number)
+        # a packed event keeps its line: the exact-size slice when it is canonical
+        line = raw if canonical == raw else memoryview(canonical).tobytes()
+        event = event_from_json(obj, where=where, decoded=True, line=line, canonical=True)
     except (JsonValueError, LogError) as exc:
         text = str(exc)
         message = text if text.startswith(f"{where}:") else f"{where}: {text}"
         raise CorruptLogError(message, line=number) from exc
-    if check_canonical and event.encode() != raw and event.encode() != _without_spaces(raw):
-        raise CorruptLogError(
-            f"{where}: the line is not in canonical form (it was not written by tapelog's "
-            "encoder, or it was edited)",
-            line=number,
+    return event, obj
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _not_canonical(raw: bytes, where: str) -> str:
+    """Why a line that parses is refused (the slow path: such lines are rare)."""
+    try:
+        json.loads(raw, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKey as dup:
+        return (
+            f"{where}: the key {dup.key!r} appears twice in one object; tapelog never "
+            "writes a duplicated key, so the line was edited or written by another program "
+            "(a reader would see only one of the two values)"
         )
-    return event
+    except ValueError:
+        pass
+    return (
+        f"{where}: the line is not in canonical form (it was not written by "
+        "tapelog's encoder, or it was edited)"
+    )
 
 
 def _without_spaces(raw: bytes) -> bytes:

@@ -9,14 +9,25 @@ The file format lives in ``_format``. Writes only ever append whole lines; the
 one exception is :meth:`JsonlStore.open`, which cuts a torn final line (bytes a
 crash left without their newline) before appending after it, so that the next
 line does not fuse with the fragment. Loading never changes a file.
+
+A session file comes into being whole: ``create`` writes the header (and a
+fork's seed) to a temporary file in the same directory, syncs it, then links
+it to its name, which fails if the name is taken. A crash leaves either no
+session or a complete one, never an empty file. Files are created owner-only
+(0600) and never opened for writing through a symbolic link. An empty file (or
+one without a complete header line) left by an older tapelog is a session that
+never started: ``exists`` is false for it, loading says so, and ``create``
+replaces it.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import logging
 import os
+import secrets
 from pathlib import Path
 from typing import BinaryIO
 
@@ -27,7 +38,14 @@ from tapelog._errors import (
     StoreError,
 )
 from tapelog.log import Session, paused_gc
-from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
+from tapelog.store._base import (
+    LoadedSession,
+    SessionStore,
+    SessionSummary,
+    SessionWriter,
+    count_events,
+    os_error_advice,
+)
 from tapelog.store._format import (
     damaged_summary,
     header_line,
@@ -44,6 +62,8 @@ _log = logging.getLogger("tapelog.store")
 
 _SUFFIX = ".jsonl"
 _TAIL_BLOCK = 65536
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
 
 
 def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[LoadedSession, int]:
@@ -69,7 +89,13 @@ def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
     except CorruptLogError as exc:
         raise CorruptLogError(f"{source}: {exc}", line=exc.line) from exc
     warnings = tuple(f"{source}: {w}" for w in scan.warnings)
-    return LoadedSession(session=session, warnings=warnings), scan.good_size
+    loaded = LoadedSession(
+        session=session,
+        warnings=warnings,
+        digest=scan.last_digest,
+        undigested=scan.after_digest,
+    )
+    return loaded, scan.good_size
 
 
 def _line_kw(error: StoreError) -> dict[str, int | None]:
@@ -94,12 +120,13 @@ class JsonlWriter(SessionWriter):
         size: int,
         lock: WriteLock,
         warnings: tuple[str, ...] = (),
+        stored: bytes = b"",
     ) -> None:
         self.path = path
         self._fd = fd
         self._size = size
         self._lock = lock
-        super().__init__(session, warnings=warnings)
+        super().__init__(session, warnings=warnings, stored=stored)
 
     def _write(self, lines: builtins.list[bytes]) -> None:
         data = b"\n".join(lines) + b"\n"
@@ -110,9 +137,9 @@ class JsonlWriter(SessionWriter):
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
             raise StoreError(
-                f"could not write session {self.session_id} to {self.path}: "
-                f"{exc.strerror or exc}; the {len(lines)} unwritten events are still "
-                "buffered, fix the cause and flush again"
+                f"could not write {count_events(len(lines))} of session {self.session_id} to "
+                f"{self.path}: {exc.strerror or exc}; "
+                + self._unwritten(len(lines), os_error_advice(exc))
             ) from exc
         self._size += len(data)
 
@@ -140,7 +167,8 @@ class JsonlStore(SessionStore):
         return self.root / ".locks" / f"{session_id}.lock"
 
     def exists(self, session_id: str) -> bool:
-        return self.path(session_id).is_file()
+        path = self.path(session_id)
+        return path.is_file() and not _never_started(path)
 
     def locate(self, session_id: str) -> Path:
         """The path of a stored session; :class:`SessionNotFoundError` if there is none."""
@@ -150,6 +178,8 @@ class JsonlStore(SessionStore):
                 f"no session {session_id} in the store at {self.root}; "
                 "`tapelog sessions` lists the stored sessions"
             )
+        if _never_started(path):
+            raise SessionNotFoundError(_never_started_message(session_id, path))
         return path
 
     # --- writing -------------------------------------------------------------
@@ -163,42 +193,105 @@ class JsonlStore(SessionStore):
                     "(a directory, a broken link or a special file); move it away or "
                     "choose another id"
                 )
-            raise _exists(session.id, self.root)
-        self.root.mkdir(parents=True, exist_ok=True)
+            if not _never_started(path):
+                raise _exists(session.id, self.root)
+        try:
+            self.root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"could not create the store directory {self.root}: {exc.strerror or exc}; "
+                "check the path and its permissions"
+            ) from None
         lock = WriteLock.acquire(self._lock_path(session.id), session.id)
+        fd = -1
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC)
-        except FileExistsError:
-            lock.release()
-            raise _exists(session.id, self.root) from None
-        except BaseException:
-            lock.release()
-            raise
-        try:
+            _remove_temporaries(self.root, session.id)
             data = header_line(session.info) + b"\n"
             data += b"".join(event.encode() + b"\n" for event in session.events)
-            _write_all(fd, data)
-            _fsync_dir(self.root)
+            fd = self._create_whole(session.id, path, data)
         except BaseException:
-            os.close(fd)
-            path.unlink(missing_ok=True)
+            if fd >= 0:
+                os.close(fd)
             lock.release()
             raise
-        return JsonlWriter(session, path=path, fd=fd, size=len(data), lock=lock)
+        return JsonlWriter(session, path=path, fd=fd, size=len(data), lock=lock, stored=data)
+
+    def _create_whole(self, session_id: str, path: Path, data: bytes) -> int:
+        """Write ``data`` to a temporary file, sync it, link it to ``path``; its fd.
+
+        Runs under the session's write lock, so an empty file at ``path`` is
+        one an older tapelog left (never started) and may be replaced.
+        """
+        temp = self.root / f".{session_id}{_SUFFIX}.{secrets.token_hex(4)}.tmp"
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            fd = os.open(temp, flags, _FILE_MODE)
+        except OSError as exc:
+            raise _create_error(session_id, path, exc) from None
+        try:
+            try:
+                _write_all(fd, data)
+            except OSError as exc:
+                raise _create_error(session_id, path, exc) from None
+            try:
+                os.link(temp, path, follow_symlinks=False)
+            except FileExistsError:
+                if not (path.is_file() and not path.is_symlink() and _never_started(path)):
+                    raise SessionExistsError(
+                        f"session {session_id} was stored at {path} by another writer while "
+                        "this one was creating it (two processes created the same id at "
+                        "once); open it to append, or choose another id"
+                    ) from None
+                os.replace(temp, path)  # an empty file an older tapelog left
+            except OSError as exc:
+                raise _create_error(session_id, path, exc) from None
+            try:
+                _fsync_dir(self.root)
+            except OSError as exc:
+                raise _create_error(session_id, path, exc) from None
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            raise
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        return fd
 
     def open(self, session_id: str) -> tuple[Session, JsonlWriter]:
         path = self.locate(session_id)
         lock = WriteLock.acquire(self._lock_path(session_id), session_id)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            _remove_temporaries(self.root, session_id)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError as exc:
+            lock.release()
+            if exc.errno == errno.ELOOP:
+                raise StoreError(
+                    f"the file of session {session_id}, {path}, is a symbolic link; tapelog "
+                    "appends only to a session file itself: put the file there instead of "
+                    "the link"
+                ) from None
+            raise StoreError(
+                f"could not open session {session_id} at {path} for appending: "
+                f"{exc.strerror or exc}; check the file's permissions"
+            ) from None
         except BaseException:
             lock.release()
             raise
         try:
-            loaded, good_size = self._read(session_id, path, _read_fd(fd))
-            if os.fstat(fd).st_size != good_size:
-                os.ftruncate(fd, good_size)
-                os.fsync(fd)
+            data = _read_fd(fd)
+            loaded, good_size = self._read(session_id, path, data)
+            if len(data) != good_size:
+                try:
+                    os.ftruncate(fd, good_size)
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise StoreError(
+                        f"could not cut the incomplete last line of session {session_id} "
+                        f"at {path}: {exc.strerror or exc}. {os_error_advice(exc)}, then "
+                        "open the session again"
+                    ) from None
                 for warning in loaded.warnings:
                     _log.warning("%s", warning)
         except BaseException:
@@ -206,8 +299,23 @@ class JsonlStore(SessionStore):
             lock.release()
             raise
         writer = JsonlWriter(
-            loaded.session, path=path, fd=fd, size=good_size, lock=lock, warnings=loaded.warnings
+            loaded.session,
+            path=path,
+            fd=fd,
+            size=good_size,
+            lock=lock,
+            warnings=loaded.warnings,
+            stored=data[:good_size],
         )
+        if len(data) != good_size and loaded.digest is not None and loaded.undigested:
+            # The complete lines before the dropped torn one belong to the same
+            # cut write, whose digest never made it: cover them now, so that the
+            # log ends with a digest as every complete write does.
+            try:
+                writer.checkpoint()
+            except BaseException:
+                writer.close()
+                raise
         return loaded.session, writer
 
     # --- reading -------------------------------------------------------------
@@ -240,6 +348,45 @@ class JsonlStore(SessionStore):
         ]
         summaries.sort(key=lambda s: (s.created or 0, s.id), reverse=True)
         return summaries
+
+
+def _head(path: Path) -> bytes | None:
+    try:
+        with path.open("rb") as f:
+            return f.read(_TAIL_BLOCK)
+    except OSError:
+        return None
+
+
+def _never_started(path: Path) -> bool:
+    """Whether a session file holds no complete header line: an empty file (or a
+    cut header) that a crash left before tapelog created files atomically."""
+    head = _head(path)
+    return head is not None and b"\n" not in head and len(head) < _TAIL_BLOCK
+
+
+def _never_started_message(session_id: str, path: Path) -> str:
+    what = "the file is empty" if not _head(path) else "the header line is incomplete"
+    return (
+        f"session {session_id} ({path}): line 1: {what}: the session was never started "
+        "(a process stopped between creating its file and writing the header); "
+        f"`tapelog run --session {session_id} ...` starts it afresh, replacing the file, "
+        "or delete the file"
+    )
+
+
+def _create_error(session_id: str, path: Path, exc: OSError) -> StoreError:
+    return StoreError(
+        f"could not create session {session_id} at {path}: {exc.strerror or exc}; "
+        f"nothing was stored. {os_error_advice(exc)}, then try again"
+    )
+
+
+def _remove_temporaries(root: Path, session_id: str) -> None:
+    """Remove temporary files a crash left while creating the session (under its lock)."""
+    for stray in root.glob(f".{session_id}{_SUFFIX}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stray.unlink()
 
 
 def _exists(session_id: str, root: Path) -> SessionExistsError:
@@ -288,6 +435,9 @@ def _summarise(path: Path) -> SessionSummary:
             size = os.fstat(f.fileno()).st_size
             first = f.readline()
             if not first.endswith(b"\n"):
+                if len(first) < _TAIL_BLOCK:
+                    message = _never_started_message(session_id, path)
+                    return damaged_summary(session_id, size, message)
                 raise CorruptLogError("the header line is incomplete", line=1)
             last = _last_line(f, start=len(first), size=size)
     except Exception as exc:  # one damaged file must not hide the others

@@ -6,15 +6,21 @@ releases the lock when the holder exits, even on SIGKILL: there is no stale
 lock to clean up. The holder writes its pid into the file so the refusal can
 say who holds the session. Lock files are never deleted (deleting one while
 another process is about to lock it would let two writers in).
+
+Lock files are created owner-only (0600, in a 0700 ``.locks`` directory) and
+opened without following a symbolic link: a link planted where a lock file
+goes is refused, never followed (truncating the pid would truncate its target).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
-from tapelog._errors import SessionLockedError
+from tapelog._errors import SessionLockedError, StoreError
 
 __all__ = ["WriteLock"]
 
@@ -31,9 +37,19 @@ class WriteLock:
     @classmethod
     def acquire(cls, path: Path, session_id: str) -> WriteLock:
         """Take the lock or raise :class:`SessionLockedError` naming the holder."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(
+                path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600
+            )
+        except OSError as exc:
+            raise _lock_error(path, session_id, exc) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StoreError(
+                    f"the lock file of session {session_id}, {path}, is not a regular file; "
+                    "move it away (tapelog creates it again) and try again"
+                )
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_pid(fd)
@@ -42,8 +58,12 @@ class WriteLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:
+            os.close(fd)
+            raise _lock_error(path, session_id, exc) from None
         return cls(path, fd)
 
     @property
@@ -59,6 +79,20 @@ class WriteLock:
             os.ftruncate(fd, 0)
         finally:
             os.close(fd)
+
+
+def _lock_error(path: Path, session_id: str, exc: OSError) -> StoreError:
+    if exc.errno == errno.ELOOP:
+        return StoreError(
+            f"the lock file of session {session_id}, {path}, is a symbolic link; tapelog "
+            "never follows one there (it would overwrite the link's target): remove the "
+            "link and try again"
+        )
+    reason = exc.strerror or str(exc)
+    return StoreError(
+        f"could not take the write lock of session {session_id} at {path}: {reason}; "
+        "check that the store directory is writable (and has free space), then try again"
+    )
 
 
 def _read_pid(fd: int) -> int | None:

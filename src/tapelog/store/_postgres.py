@@ -45,8 +45,14 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo
-from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
+from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo, redact, register_secret
+from tapelog.store._base import (
+    LoadedSession,
+    SessionStore,
+    SessionSummary,
+    SessionWriter,
+    count_events,
+)
 from tapelog.store._format import header_line, summarise_session
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
@@ -59,7 +65,12 @@ __all__ = ["PostgresStore", "PostgresWriter"]
 
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _APP_NAME: Final = re.compile(r"tapelog pid (\d+) on (.*)")
-_PASSWORD_PARAM: Final = re.compile(r"(?:^|[?&\s])password\s*=\s*('[^']*'|[^&\s]*)")
+_SECRET_PARAMS: Final = ("password", "sslpassword", "oauth_client_secret")
+"""libpq parameters whose values are secrets (``passfile``, ``sslkey`` and the
+other ``ssl*`` files are paths, shown like any other parameter)."""
+_SECRET_PARAM: Final = re.compile(
+    r"(?:^|[?&\s])(?:" + "|".join(_SECRET_PARAMS) + r")\s*=\s*('[^']*'|[^&\s]*)"
+)
 
 _DDL: Final = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -117,16 +128,17 @@ class PostgresWriter(SessionWriter):
         store: PostgresStore,
         conn: Connection[Any],
         warnings: tuple[str, ...] = (),
+        stored: bytes = b"",
     ) -> None:
         self._store = store
         self._conn = conn
         self._next_seq = len(session)
-        super().__init__(session, warnings=warnings)
+        super().__init__(session, warnings=warnings, stored=stored)
 
     def _write(self, lines: builtins.list[bytes]) -> None:
-        action = f"write {len(lines)} events of session {self.session_id}"
-        keep = f"the {len(lines)} unwritten events are still buffered"
-        with self._store._errors(action + " to", advice=f"{keep}, fix the cause and flush again"):
+        action = f"write {count_events(len(lines))} of session {self.session_id}"
+        advice = self._unwritten(len(lines), "Fix the cause")
+        with self._store._errors(action + " to", advice=advice):
             self._store._insert_events(self._conn, self.session_id, self._next_seq, lines)
         self._next_seq += len(lines)
 
@@ -160,20 +172,30 @@ class PostgresStore(SessionStore):
             )
         import psycopg
 
+        # Every secret the string holds, as written and decoded, is registered
+        # (tapelog.log.register_secret), so no error, log or output shows it.
+        self._secrets = _written_secrets(conninfo)
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
             # libpq quotes the string in some of its messages (a URI's bad host,
             # a bad percent-escape), and with it any password it holds.
-            reason = _hide_passwords(_first_line(exc), conninfo)
+            for secret in self._secrets:
+                register_secret(secret)
+            reason = _hide_secrets(_first_line(exc), self._secrets)
             raise StoreError(
                 f"invalid PostgreSQL connection string: {reason}; use "
                 "'host=HOST dbname=NAME user=USER' or 'postgresql://USER@HOST/NAME'"
             ) from None
-        params.pop("password", None)
+        for name in _SECRET_PARAMS:
+            value = params.pop(name, None)
+            if value:
+                self._secrets.add(str(value))
+        for secret in self._secrets:
+            register_secret(secret)
         self.conninfo = conninfo
         self.schema = schema
-        self._shown = make_conninfo("", **params)  # never shows a password
+        self._shown = make_conninfo("", **params)  # never shows a secret parameter
         server = repr(self._shown) if self._shown else "the default server"
         self._where = f"at {server} (PostgreSQL schema {schema})"
         self._schema_ready = False
@@ -207,8 +229,10 @@ class PostgresStore(SessionStore):
                 "what is stored"
             ) from exc
         except psycopg.Error as exc:
+            # (a secret of one to three characters would garble the server's words)
+            reason = _hide_secrets(_first_line(exc), self._secrets, shortest=4)
             raise StoreError(
-                f"could not {action} the store {self._where}: {_first_line(exc)}; {advice}"
+                f"could not {action} the store {self._where}: {reason}; {advice}"
             ) from exc
 
     def _hang_up(self, conn: Connection[Any]) -> None:
@@ -314,8 +338,13 @@ class PostgresStore(SessionStore):
                     if lines:
                         self._insert_events(conn, info.id, 0, lines)
             except psycopg.errors.UniqueViolation as exc:  # created meanwhile
-                raise self._exists_error(info.id) from exc
-        return PostgresWriter(session, store=self, conn=conn)
+                raise SessionExistsError(
+                    f"session {info.id} was stored in the store {self._where} by another "
+                    "writer while this one was creating it (two processes created the same "
+                    "id at once); open it to append, or choose another id"
+                ) from exc
+        stored = b"".join(line + b"\n" for line in [header_line(info), *lines])
+        return PostgresWriter(session, store=self, conn=conn, stored=stored)
 
     def open(self, session_id: str) -> tuple[Session, PostgresWriter]:
         validate_session_id(session_id)
@@ -325,8 +354,10 @@ class PostgresStore(SessionStore):
             if not self._exists(conn, session_id):
                 raise self._not_found(session_id)
             self._lock(conn, session_id)
-            loaded = self._read(conn, session_id)
-        writer = PostgresWriter(loaded.session, store=self, conn=conn, warnings=loaded.warnings)
+            loaded, stored = self._read(conn, session_id)
+        writer = PostgresWriter(
+            loaded.session, store=self, conn=conn, warnings=loaded.warnings, stored=stored
+        )
         return loaded.session, writer
 
     def _exists_error(self, session_id: str) -> SessionExistsError:
@@ -375,7 +406,7 @@ class PostgresStore(SessionStore):
         with self._reading(f"read session {session_id} from") as conn:
             if conn is None:
                 raise self._not_found(session_id)
-            return self._read(conn, session_id)
+            return self._read(conn, session_id)[0]
 
     def session_bytes(self, session_id: str) -> bytes:
         validate_session_id(session_id)
@@ -384,8 +415,9 @@ class PostgresStore(SessionStore):
                 raise self._not_found(session_id)
             return self._rows_as_jsonl(conn, session_id)
 
-    def _read(self, conn: Connection[Any], session_id: str) -> LoadedSession:
-        """Scan and replay the bytes of :meth:`_rows_as_jsonl`, as a JSONL file's."""
+    def _read(self, conn: Connection[Any], session_id: str) -> tuple[LoadedSession, bytes]:
+        """Scan and replay the bytes of :meth:`_rows_as_jsonl`, as a JSONL file's;
+        the session and those bytes."""
         data = self._rows_as_jsonl(conn, session_id)
         source = f"session {session_id} in the store {self._where}"
         loaded, _ = read_session_bytes(data, source=source)
@@ -395,7 +427,7 @@ class PostgresStore(SessionStore):
                 "a session's header must name its own id",
                 line=1,
             )
-        return loaded
+        return loaded, data
 
     def _rows_as_jsonl(self, conn: Connection[Any], session_id: str) -> bytes:
         """The header and every event, fetched in one snapshot, joined as a JSONL file.
@@ -487,22 +519,27 @@ def _locked_message(session_id: str, holder: tuple[Any, ...] | None) -> str:
     return f"{prefix} another process (pid {pid} on {host}); {wait}"
 
 
-def _hide_passwords(text: str, conninfo: str) -> str:
-    """``text`` with every password ``conninfo`` may hold replaced by ``***``.
-
-    Found by hand, since the string may be one libpq could not parse: a URI's
-    ``user:password@`` and any ``password=`` parameter (URI query or
-    keyword form), each as written and percent-decoded.
-    """
+def _written_secrets(conninfo: str) -> set[str]:
+    """Every secret ``conninfo`` may hold, found by hand (the string may be one
+    libpq cannot parse): a URI's ``user:password@`` and any ``password=``,
+    ``sslpassword=`` or ``oauth_client_secret=`` parameter (URI query or
+    keyword form), each as written and percent-decoded."""
     found: set[str] = set()
     _, sep, rest = conninfo.partition("://")
     if sep and "@" in (authority := rest.split("?", 1)[0]):
         found.add(authority.rsplit("@", 1)[0].partition(":")[2])
-    found.update(m.group(1).strip("'") for m in _PASSWORD_PARAM.finditer(conninfo))
+    found.update(m.group(1).strip("'") for m in _SECRET_PARAM.finditer(conninfo))
     found |= {urllib.parse.unquote(p) for p in found}
-    for secret in sorted(found - {""}, key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    return found - {""}
+
+
+def _hide_secrets(text: str, secrets: set[str], *, shortest: int = 1) -> str:
+    """``text`` with each of ``secrets`` at least ``shortest`` characters long (and
+    any registered secret, in any of its forms) replaced by ``***``."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= shortest:
+            text = text.replace(secret, "***")
+    return redact(text)
 
 
 def _first_line(exc: BaseException) -> str:

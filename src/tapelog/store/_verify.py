@@ -2,19 +2,40 @@
 
 ``load`` stops at the first problem; ``tapelog verify`` wants the full list. So
 this runs the same scanner over every line (JSON, envelope, known type,
-canonical bytes), then replays the intact prefix through ``Session`` for the
-semantic rules (contiguity, payloads, surface ops, header fold) up to the
-first semantic error, after which nothing further can be judged.
+canonical bytes, every ``log/digest`` against the bytes before it), then
+replays the intact prefix through ``Session`` for the semantic rules
+(contiguity, payloads, surface ops, header fold) up to the first semantic
+error, after which nothing further can be judged.
+
+Beyond what ``load`` checks (a log that loads may still be one no single loop
+wrote), ``verify`` also checks:
+
+* the structure of turns and steps: turns do not overlap, steps lie inside
+  their turn and do not overlap, events logged inside a step carry its turn
+  and step,
+  every ``tool/call`` is answered before its ``step/end``, and every tool call
+  of an assistant message is answered before the next request (``step/start``
+  or a compaction summary call): two turns run at once on one session
+  interleave and break these (an event of a step logged while no step is open
+  is left alone: hand-written logs do that, and no request depends on it);
+* a fork's header: the event after its seed is the ``session/end-seed``;
+* that the log ends with a digest, when it has any: every write of a tapelog
+  writer ends with one, so complete lines after the last digest mean the
+  digest was removed or lines were added (unless a crash cut the last write,
+  which leaves a torn final line);
+* the requests, walked as every audit walks them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from tapelog._errors import CorruptLogError, LogError
-from tapelog.log import Session, SessionInfo, open_turn_at, paused_gc
+from tapelog.log import Event, Session, SessionInfo, open_turn_at, paused_gc
 from tapelog.request import walk_requests
+from tapelog.store._base import Digest
 from tapelog.store._format import Problem, replay_events, scan_jsonl
 
 __all__ = ["LogStats", "VerifyReport", "verify_jsonl"]
@@ -76,6 +97,9 @@ class VerifyReport:
     notes: tuple[str, ...]
     session: Session | None
     stats: LogStats | None
+    digest: Digest | None = None
+    """The last digest of the session's own that matched (``None``: the log has
+    none, e.g. written before tapelog logged digests, or never flushed)."""
 
     @property
     def ok(self) -> bool:
@@ -121,9 +145,29 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         problems.append(Problem(line=line, seq=line - 2, error=exc))
     requests = None
     if session is not None:
+        problems.extend(_structure(session, info))
         requests, problem = _walk(session)
         if problem is not None:
             problems.append(problem)
+    digest, last = scan.last_digest, scan.last_digest_line
+    if last is not None and scan.after_digest and scan.good_size == len(data):
+        line = last + 1
+        count = scan.after_digest
+        problems.append(
+            Problem(
+                line=line,
+                seq=line - 2,
+                error=CorruptLogError(
+                    f"line {line}: {_count(count, 'event')} from this line to the end "
+                    f"{'comes' if count == 1 else 'come'} after the last digest (line {last}), "
+                    "but every write of a tapelog writer ends with a digest: the digest that "
+                    f"closed {'it' if count == 1 else 'them'} was removed, or lines were added "
+                    "by another program (if a crash cut a write exactly at a line end, "
+                    "resuming the session covers them with a new digest)",
+                    line=line,
+                ),
+            )
+        )
     problems.sort(key=lambda p: p.line)
     notes: list[str] = []
     if session is not None and len(session):
@@ -142,6 +186,144 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         notes=tuple(notes),
         session=session if valid else None,
         stats=LogStats.of(session, requests=requests) if valid and session is not None else None,
+        digest=digest,
+    )
+
+
+def _problem(event: Event, message: str) -> Problem:
+    line = event.seq + 2
+    text = f"line {line}: seq {event.seq}: {message}"
+    return Problem(line=line, seq=event.seq, error=CorruptLogError(text, line=line))
+
+
+_IN_STEP = frozenset({"assistant/chunk", "assistant/message", "tool/call"})
+
+
+def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
+    """How turns, steps and tool calls nest (see the module docstring)."""
+    problems: list[Problem] = []
+    events = session.events
+    seed = info.seed_length if info is not None else None
+    if seed is not None and len(events) > seed and events[seed].type != "session/end-seed":
+        problems.append(
+            _problem(
+                events[seed],
+                f"the header says the first {seed} events are a fork's seed, but this "
+                f"{events[seed].type} is not the session/end-seed a fork logs after its seed",
+            )
+        )
+    turn: tuple[int, int] | None = None  # (turn number, seq of its turn/start)
+    step: tuple[int, int, int] | None = None  # (turn, step, seq of its step/start)
+    calls: dict[str, int] = {}  # tool/call ids of the open step without a result
+    asked: dict[str, int] = {}  # tool calls of assistant messages without a result
+    for event in events:
+        etype = event.type
+        if etype == "turn/start":
+            number = event.data["turn"]
+            if turn is not None:
+                problems.append(
+                    _problem(
+                        event,
+                        f"turn {number} starts while turn {turn[0]} (seq {turn[1]}) is still "
+                        "open: two turns ran at once on the session, or a turn/end was removed",
+                    )
+                )
+            turn, step, calls = (number, event.seq), None, {}
+        elif etype == "turn/end":
+            number = event.data["turn"]
+            if turn is None:
+                problems.append(_problem(event, f"turn {number} ends, but no turn is open"))
+            elif number != turn[0]:
+                problems.append(
+                    _problem(
+                        event,
+                        f"turn {number} ends, but the open turn is turn {turn[0]} (seq {turn[1]})",
+                    )
+                )
+            if step is not None:
+                problems.append(
+                    _problem(
+                        event,
+                        f"turn {number} ends while its step {step[1]} (seq {step[2]}) is "
+                        "still open (no step/end)",
+                    )
+                )
+            turn, step, calls = None, None, {}
+        elif etype == "step/start":
+            t, k = event.data["turn"], event.data["step"]
+            if turn is None:
+                problems.append(_problem(event, f"step {k} of turn {t} starts outside any turn"))
+            elif t != turn[0]:
+                problems.append(
+                    _problem(
+                        event,
+                        f"step {k} of turn {t} starts inside turn {turn[0]} (seq {turn[1]})",
+                    )
+                )
+            if step is not None:
+                problems.append(
+                    _problem(
+                        event,
+                        f"step {k} of turn {t} starts while step {step[1]} of turn {step[0]} "
+                        f"(seq {step[2]}) is still open: two turns ran at once on the session, "
+                        "or a step/end was removed",
+                    )
+                )
+            if asked:
+                problems.append(_unanswered(event, "this step's request", asked))
+                asked = {}
+            step, calls = (t, k, event.seq), {}
+        elif etype == "step/end":
+            t, k = event.data["turn"], event.data["step"]
+            if step is None or (t, k) != step[:2]:
+                what = (
+                    "no step is open"
+                    if step is None
+                    else f"the open step is step {step[1]} of turn {step[0]} (seq {step[2]})"
+                )
+                problems.append(_problem(event, f"step {k} of turn {t} ends, but {what}"))
+            if calls:
+                listed = ", ".join(f"{cid} (seq {seq})" for cid, seq in calls.items())
+                problems.append(
+                    _problem(
+                        event,
+                        f"step {k} of turn {t} ends with tool calls that have no result: {listed}",
+                    )
+                )
+            step, calls = None, {}
+        elif etype == "compact/start" and event.data.get("region") and asked:
+            problems.append(_unanswered(event, "this compaction's summary request", asked))
+            asked = {}
+        if etype in _IN_STEP or (etype == "tool/result" and event.surface_op == "append"):
+            data = event.data
+            at = (data["turn"], data["step"])
+            if step is not None and at != step[:2]:
+                problems.append(
+                    _problem(
+                        event,
+                        f"this {etype} of step {at[1]} of turn {at[0]} is logged inside step "
+                        f"{step[1]} of turn {step[0]} (seq {step[2]}): two turns ran at once "
+                        "on the session",
+                    )
+                )
+            if etype == "tool/call":
+                calls[data["call_id"]] = event.seq
+            elif etype == "tool/result":
+                calls.pop(data["call_id"], None)
+                asked.pop(data["call_id"], None)
+            elif etype == "assistant/message":
+                for block in data["content"]:
+                    if block["type"] == "tool_call":
+                        asked[block["id"]] = event.seq
+    return problems
+
+
+def _unanswered(event: Event, what: str, asked: dict[str, Any]) -> Problem:
+    listed = ", ".join(f"{cid} (seq {seq})" for cid, seq in asked.items())
+    return _problem(
+        event,
+        f"{what} would hold tool calls without their results ({listed}): a provider "
+        "refuses such a request; two turns ran at once on the session, or results were removed",
     )
 
 
