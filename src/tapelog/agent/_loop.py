@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from tapelog._errors import ContextOverflowError, ProviderError, TapelogError
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
@@ -29,6 +28,18 @@ from tapelog.agent._step_end import close_step
 from tapelog.agent._tool_calls import run_tool_calls
 from tapelog.agent._tools import Tool, Toolset
 from tapelog.agent._trimming import Trimmer, TrimPolicy
+from tapelog.agent._turn import (
+    Aborted,
+    Flushable,
+    Outcome,
+    RetryPolicy,
+    TurnResult,
+    checked_config,
+    final_text,
+    last_turn,
+    sum_usage,
+    turn_reason,
+)
 from tapelog.checker import RequestChecker, check_enabled
 from tapelog.llm import (
     AbortHandle,
@@ -54,95 +65,7 @@ from tapelog.log import (
 )
 from tapelog.request import build_request
 
-__all__ = ["Agent", "RetryPolicy", "TurnResult"]
-
-
-class Flushable(Protocol):
-    def flush(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryPolicy:
-    """Retries for retryable provider errors (429, 5xx, connection), with backoff."""
-
-    max_attempts: int = 4
-    base_delay: float = 0.5
-    max_delay: float = 8.0
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        return float(min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnResult:
-    """How a turn ended, its final answer text and the usage summed over its steps."""
-
-    turn: int
-    reason: FrozenDict
-    text: str
-    steps: int
-    usage: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.reason["kind"] == "completed")
-
-
-def _sum_usage(total: dict[str, int], usage: Mapping[str, Any] | None) -> None:
-    if not usage:
-        return
-    for key in ("input", "cache_read", "cache_write", "output", "reasoning"):
-        total[key] = total.get(key, 0) + int(usage.get(key, 0))
-
-
-def _final_text(content: Sequence[Mapping[str, Any]]) -> str:
-    return "".join(b["text"] for b in content if b["type"] == "text")
-
-
-class _Aborted(Exception):
-    """Internal: the current step was aborted."""
-
-
-@dataclass(slots=True)
-class _Outcome:
-    """What a turn has produced so far."""
-
-    turn: int
-    steps: int = 0
-    text: str = ""
-    usage: dict[str, int] = field(default_factory=dict)
-
-
-def _turn_reason(finish: str, calls: Sequence[Any]) -> Mapping[str, Any] | None:
-    """How the turn ends after a step that finished with ``finish`` (``None``: go on)."""
-    if finish == "max_tokens":
-        return {"kind": "max_tokens"}
-    if finish == "error":
-        return {
-            "kind": "error",
-            "error": {"message": "the provider ended the response with an error"},
-        }
-    if not calls:
-        return {"kind": "completed"}
-    return None
-
-
-def _last_turn(session: Session) -> int:
-    """The number of the last ``turn/start`` in the log (0 when there is none)."""
-    events = session.events
-    for seq in range(len(events) - 1, -1, -1):
-        event = events[seq]
-        if event.type == "turn/start":
-            turn: int = event.data["turn"]
-            return turn
-    return 0
-
-
-def _checked_config(config: Any) -> LlmCallConfig:
-    if not isinstance(config, LlmCallConfig):
-        raise TypeError(f"config must be an LlmCallConfig, got {type(config).__name__}")
-    return config
+__all__ = ["Agent"]
 
 
 class Agent:
@@ -173,7 +96,7 @@ class Agent:
     ) -> None:
         self.session = session
         self.client = client
-        self._config = _checked_config(config)
+        self._config = checked_config(config)
         self._config_explicit = True  # the next request starts from _config
         self.system = system
         self.tools = tools if isinstance(tools, Toolset) else Toolset(tools)
@@ -223,7 +146,7 @@ class Agent:
 
     @config.setter
     def config(self, value: LlmCallConfig) -> None:
-        self._config = _checked_config(value)
+        self._config = checked_config(value)
         self._config_explicit = True
 
     def inject(
@@ -280,7 +203,7 @@ class Agent:
     async def _run(self, content: Any) -> TurnResult:
         session = self.session
         # Another Agent may have run turns on this session since this one was made.
-        self._turn = max(self._turn, _last_turn(session)) + 1
+        self._turn = max(self._turn, last_turn(session)) + 1
         turn = self._turn
         session.append("turn/start", {"turn": turn})
         session.append(
@@ -289,13 +212,13 @@ class Agent:
         # One abort handle per turn: an abort between steps (or while a step's
         # request is being prepared) is not lost.
         self._abort = AbortHandle()
-        outcome = _Outcome(turn=turn)
+        outcome = Outcome(turn=turn)
         try:
             extra = await call_hook(self.hooks.prompt_submit, content)
             if extra:
                 self.inject(extra, kind="prompt-submit")
             return await self._steps(outcome)
-        except _Aborted:
+        except Aborted:
             self._close_step()
             return self._end(outcome, {"kind": "aborted", "by": self._abort_reason()})
         except ProviderError as exc:
@@ -314,7 +237,7 @@ class Agent:
         finally:
             self._abort = None
 
-    async def _steps(self, outcome: _Outcome) -> TurnResult:
+    async def _steps(self, outcome: Outcome) -> TurnResult:
         """Steps until the turn ends; its result."""
         turn, handle = outcome.turn, self._abort
         assert handle is not None
@@ -323,7 +246,7 @@ class Agent:
             outcome.steps += 1
             step = outcome.steps
             if handle.aborted:
-                raise _Aborted()
+                raise Aborted()
             if step > self.max_steps:
                 outcome.steps -= 1
                 return self._end(outcome, {"kind": "max_steps", "limit": self.max_steps})
@@ -340,14 +263,14 @@ class Agent:
                 if not result.ok:
                     raise
                 continue
-            _sum_usage(outcome.usage, message.data.get("usage"))
+            sum_usage(outcome.usage, message.data.get("usage"))
             self._remember_context(message)
-            outcome.text = _final_text(message.data["content"]) or outcome.text
+            outcome.text = final_text(message.data["content"]) or outcome.text
             calls = [b for b in message.data["content"] if b["type"] == "tool_call"]
             if calls and finish != "max_tokens":
                 await self._run_tools(turn, step, calls)
             self._close_step()
-            reason = _turn_reason(finish, calls)
+            reason = turn_reason(finish, calls)
             if reason is not None:
                 return self._end(outcome, reason)
 
@@ -366,7 +289,7 @@ class Agent:
             error=error,
         )
 
-    def _end(self, outcome: _Outcome, reason: Mapping[str, Any]) -> TurnResult:
+    def _end(self, outcome: Outcome, reason: Mapping[str, Any]) -> TurnResult:
         event = self.session.append("turn/end", {"turn": outcome.turn, "reason": reason})
         self._flush()
         return TurnResult(
@@ -443,7 +366,7 @@ class Agent:
         assert handle is not None, "a step runs inside a turn"
         if handle.aborted:
             self._close_step(sent=False, error="aborted before the request was sent")
-            raise _Aborted()
+            raise Aborted()
         chunks = await self._stream(turn, step, request, body, handle)
         return self._log_message(turn, step, request, chunks, handle)
 
@@ -477,7 +400,7 @@ class Agent:
                 self._flush()
                 await self._sleep(delay)
                 if handle.aborted:
-                    raise _Aborted() from None
+                    raise Aborted() from None
                 continue
             return chunks
 
@@ -509,7 +432,7 @@ class Agent:
             data["interrupted"] = True
         message = self.session.append("assistant/message", data, surface_op="append")
         if handle.aborted:
-            raise _Aborted()
+            raise Aborted()
         return message, assembled.finish
 
     def _source(self, config: LlmCallConfig) -> FrozenDict:
@@ -638,4 +561,4 @@ class Agent:
         for text in contexts:
             self.inject(text, kind="tool-post-execute")
         if aborted:
-            raise _Aborted()
+            raise Aborted()

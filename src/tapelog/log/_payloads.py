@@ -1,0 +1,313 @@
+"""Payload rules: what each event type's ``data`` must carry (docs/format.md).
+
+The minimum each type needs, and the types of the optional fields the audits
+read, so a log that validates is a log every reader can read. ``Session``
+checks every event with :func:`check_payload` before it is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from tapelog._errors import EventError
+
+__all__ = ["HEADER_REASONS", "check_blocks", "check_payload"]
+
+HEADER_REASONS: Final = ("initial", "resume", "fallback")
+
+
+def _fail(etype: str, message: str) -> EventError:
+    return EventError(f"{etype}: {message}")
+
+
+def _need(etype: str, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in data:
+        raise _fail(etype, f"data.{key} is required")
+    value = data[key]
+    if type(value) is kind:  # the common case: exactly the expected JSON type
+        return value
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if kind is int or int in kinds:
+        ok = isinstance(value, kinds) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kinds)
+    if not ok:
+        names = " or ".join(_KIND_NAMES.get(k, k.__name__) for k in kinds)
+        raise _fail(etype, f"data.{key} must be {names}, got {_json_type(value)}")
+    return value
+
+
+_KIND_NAMES: Final[dict[type, str]] = {
+    int: "an integer",
+    str: "a string",
+    bool: "a boolean",
+    dict: "an object",
+    list: "a list",
+}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _check_source(etype: str, data: Mapping[str, Any]) -> None:
+    source = _need(etype, data, "source", dict)
+    if not isinstance(source.get("kind"), str) or not source["kind"]:
+        raise _fail(etype, "data.source.kind must be a non-empty string")
+
+
+_BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]] = {
+    "text": (("text", str),),
+    "reasoning": (("text", str),),
+    "tool_call": (("id", str), ("name", str), ("arguments", str)),
+    "tool_result": (("tool_call_id", str), ("content", (str, list)), ("is_error", bool)),
+    "image": (("media_type", str),),
+}
+
+
+def check_blocks(content: Any, where: str) -> None:
+    """Check a list of content blocks (see docs/format.md, "Content blocks")."""
+    if not isinstance(content, list):
+        raise EventError(f"{where} must be a list of content blocks, got {_json_type(content)}")
+    for i, block in enumerate(content):
+        at = f"{where}[{i}]"
+        if not isinstance(block, dict):
+            raise EventError(f"{at} must be an object, got {_json_type(block)}")
+        btype = block.get("type")
+        fields = _BLOCK_FIELDS.get(btype) if isinstance(btype, str) else None
+        if fields is None:
+            raise EventError(
+                f"{at}.type must be one of {', '.join(sorted(_BLOCK_FIELDS))}, got {btype!r}"
+            )
+        for key, kind in fields:
+            if key not in block:
+                raise EventError(f"{at}.{key} is required in a {btype} block")
+            if not isinstance(block[key], kind):
+                raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
+        if btype == "reasoning":
+            for key in ("signature", "data"):
+                if key in block and not isinstance(block[key], str):
+                    raise EventError(f"{at}.{key} must be a string")
+        elif btype == "tool_result" and isinstance(block["content"], list):
+            check_blocks(block["content"], f"{at}.content")
+        elif btype == "image" and not isinstance(block.get("data", block.get("url")), str):
+            raise EventError(f"{at} needs a base64 'data' string or a 'url' string")
+
+
+def _turn(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "turn", int)
+
+
+def _turn_end(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "turn", int)
+    reason = _need(etype, data, "reason", dict)
+    if not isinstance(reason.get("kind"), str) or not reason["kind"]:
+        raise _fail(etype, "data.reason.kind must be a non-empty string")
+
+
+def _step(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "turn", int)
+    _need(etype, data, "step", int)
+
+
+def _optional(etype: str, data: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    """``data[key]`` checked like :func:`_need` when present (``None`` when absent)."""
+    return _need(etype, data, key, kind) if key in data else None
+
+
+def _check_error(etype: str, data: Mapping[str, Any]) -> None:
+    error = _optional(etype, data, "error", dict)
+    if error is not None and not isinstance(error.get("message", ""), str):
+        raise _fail(etype, "data.error.message must be a string")
+
+
+def _step_end(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    _optional(etype, data, "sent", bool)
+    _check_error(etype, data)
+
+
+_USAGE_COUNTS: Final = ("input", "cache_read", "cache_write", "output", "reasoning")
+
+
+def _check_usage(etype: str, usage: Any, where: str) -> None:
+    """Normalised usage: every count present is a non-negative integer."""
+    if not isinstance(usage, dict):
+        raise _fail(etype, f"{where} must be an object")
+    for key in _USAGE_COUNTS:
+        if key in usage:
+            value = usage[key]
+            if type(value) is not int or value < 0:
+                raise _fail(
+                    etype, f"{where}.{key} must be a non-negative integer, got {_json_type(value)}"
+                )
+
+
+def _seqs(etype: str, value: Any, where: str) -> None:
+    if not isinstance(value, list) or not all(type(s) is int and s >= 0 for s in value):
+        raise _fail(etype, f"{where} must be a list of seqs (non-negative integers)")
+
+
+def _message(etype: str, data: Mapping[str, Any]) -> None:
+    check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
+    _check_source(etype, data)
+
+
+def _chunk(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    chunk = _need(etype, data, "chunk", dict)
+    if not isinstance(chunk.get("kind"), str):
+        raise _fail(etype, "data.chunk.kind must be a string")
+
+
+def _assistant(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
+    source = _need(etype, data, "source", dict)
+    for key in ("provider", "model"):
+        if not isinstance(source.get(key), str):
+            raise _fail(etype, f"data.source.{key} must be a string")
+    if "usage" in data:
+        _check_usage(etype, data["usage"], "data.usage")
+    if "interrupted" in data and not isinstance(data["interrupted"], bool):
+        raise _fail(etype, "data.interrupted must be a boolean")
+
+
+def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    _need(etype, data, "call_id", str)
+    _need(etype, data, "name", str)
+    _need(etype, data, "arguments", str)
+
+
+def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
+    _step(etype, data)
+    _need(etype, data, "call_id", str)
+    content = _need(etype, data, "content", (str, list))
+    if isinstance(content, list):
+        check_blocks(content, f"{etype}: data.content")
+    _need(etype, data, "is_error", bool)
+    if "error" in data and not isinstance(data["error"], (str, dict)):
+        raise _fail(etype, "data.error must be a string or an object")
+
+
+def _header(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "header", dict)
+    reason = _need(etype, data, "reason", str)
+    if reason not in HEADER_REASONS:
+        raise _fail(
+            etype, f"data.reason must be one of {', '.join(HEADER_REASONS)}, got {reason!r}"
+        )
+
+
+_DELTA_KEYS: Final = ("system", "tools", "config", "prefix")
+
+
+def _header_delta(etype: str, data: Mapping[str, Any]) -> None:
+    keys = [k for k in data if k in _DELTA_KEYS]
+    if not keys:
+        raise _fail(etype, "a delta needs at least one of system, tools, config, prefix")
+    extra = [k for k in data if k not in _DELTA_KEYS]
+    if extra:
+        raise _fail(etype, f"unknown delta field {extra[0]!r}")
+
+
+def _compact_start(etype: str, data: Mapping[str, Any]) -> None:
+    _optional(etype, data, "id", str)
+    _optional(etype, data, "trigger", str)
+    if data.get("turn") is not None:
+        _need(etype, data, "turn", int)
+    _optional(etype, data, "context_tokens", int)
+    if "region" in data:
+        _seqs(etype, data["region"], "data.region")
+        if data["region"]:
+            _need(etype, data, "instruction", str)
+            if _need(etype, data, "max_tokens", int) < 1:
+                raise _fail(etype, "data.max_tokens must be at least 1")
+
+
+def _summary(etype: str, data: Mapping[str, Any]) -> None:
+    _need(etype, data, "provider", str)
+    _need(etype, data, "model", str)
+    _need(etype, data, "max_tokens", int)
+    _optional(etype, data, "id", str)
+    if "usage" in data:
+        _check_usage(etype, data["usage"], "data.usage")
+    shadowed = _optional(etype, data, "shadowed", dict)
+    if shadowed is not None and not all(type(shadowed.get(k)) is int for k in ("start", "end")):
+        raise _fail(etype, "data.shadowed needs integer start and end seqs")
+    if "shadowed_seqs" in data:
+        _seqs(etype, data["shadowed_seqs"], "data.shadowed_seqs")
+    for key in ("shadowed_tokens", "summary_tokens"):
+        _optional(etype, data, key, int)
+
+
+def _compact_end(etype: str, data: Mapping[str, Any]) -> None:
+    _optional(etype, data, "id", str)
+    _optional(etype, data, "ok", bool)
+    _optional(etype, data, "sent", bool)
+    _check_error(etype, data)
+
+
+def _end_seed(etype: str, data: Mapping[str, Any]) -> None:
+    _optional(etype, data, "parent", str)
+    _optional(etype, data, "seed_length", int)
+
+
+_HEX: Final = frozenset("0123456789abcdef")
+
+
+def _digest(etype: str, data: Mapping[str, Any]) -> None:
+    """A checkpoint written by a store at a flush: the SHA-256 of every byte of
+    the session file before this event's line (docs/format.md, "Digests")."""
+    covered = _need(etype, data, "bytes", int)
+    if covered < 1:
+        raise _fail(etype, "data.bytes must be a positive integer (the header line comes first)")
+    sha = _need(etype, data, "sha256", str)
+    if len(sha) != 64 or not _HEX.issuperset(sha):
+        raise _fail(etype, "data.sha256 must be 64 lowercase hexadecimal digits")
+    extra = [k for k in data if k not in ("bytes", "sha256")]
+    if extra:
+        raise _fail(etype, f"unknown field {extra[0]!r}")
+
+
+_RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
+    "turn/start": _turn,
+    "turn/end": _turn_end,
+    "step/start": _step,
+    "step/end": _step_end,
+    "user/message": _message,
+    "context/message": _message,
+    "assistant/chunk": _chunk,
+    "assistant/message": _assistant,
+    "tool/call": _tool_call,
+    "tool/result": _tool_result,
+    "request/header": _header,
+    "request/header-delta": _header_delta,
+    "compact/start": _compact_start,
+    "compact/summary": _summary,
+    "compact/end": _compact_end,
+    "session/end-seed": _end_seed,
+    "log/digest": _digest,
+}
+
+
+def check_payload(etype: str, data: Mapping[str, Any]) -> None:
+    """Raise :class:`EventError` unless ``data`` carries what ``etype`` requires."""
+    rule = _RULES.get(etype)
+    if rule is None:
+        raise EventError(f"unknown event type {etype!r}; known types: {', '.join(sorted(_RULES))}")
+    rule(etype, data)
