@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import queue
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -175,8 +176,37 @@ class Tool:
             )
 
 
+class _DaemonPool:
+    """Worker threads that are daemons: a thread stuck in a tool is left behind
+    at exit instead of being joined forever. Idle workers are reused (starting
+    a thread per call costs about 0.1 ms); a call finding none idle starts one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._work.put(job)
+        if start:
+            threading.Thread(target=self._serve, name="tapelog-tool", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._work.get()()
+            with self._lock:
+                self._idle += 1
+
+
+_POOL = _DaemonPool()
+
+
 async def _in_daemon_thread(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """``asyncio.to_thread``, but on a daemon thread of its own.
+    """``asyncio.to_thread``, but on a daemon thread (see :class:`_DaemonPool`).
 
     An abort cancels the await at once, but nothing can stop a thread stuck in
     a blocking call. The default executor's threads are joined when the event
@@ -205,7 +235,7 @@ async def _in_daemon_thread(function: Callable[..., Any], /, *args: Any, **kwarg
         with contextlib.suppress(RuntimeError):  # the loop is closed
             loop.call_soon_threadsafe(settle, result, error)
 
-    threading.Thread(target=work, name="tapelog-tool", daemon=True).start()
+    _POOL.submit(work)
     return await future
 
 
