@@ -24,7 +24,7 @@ from tapelog._errors import EventError, HeaderError, JsonValueError
 from tapelog.llm._pieces import BodyCache, Parts, json_array, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, refuse_block
-from tapelog.log import FrozenDict, decode, encode, freeze
+from tapelog.log import FrozenDict, decode, encode, encode_trusted, freeze
 
 __all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "AnthropicWire"]
 
@@ -273,10 +273,11 @@ def _group_pieces(groups: Sequence[Group], base: int, marks: set[tuple[int, int]
     pieces = []
     for g, (role, blocks) in enumerate(groups, start=base):
         content = json_array(
-            encode({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
+            # The block is frozen log data already: only the marker is new.
+            encode_trusted({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
             for j, b in enumerate(blocks)
         )
-        pieces.append(b'{"role":' + encode(role) + b',"content":' + content + b"}")
+        pieces.append(b'{"role":' + encode_trusted(role) + b',"content":' + content + b"}")
     return pieces
 
 
