@@ -54,6 +54,9 @@ from typing import Any
 
 import orjson
 
+# The loop benchmark's workload: its system prompt, turn shape, targets and text.
+from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM, WIRES, _text
+
 from tapelog.agent import Agent, tool
 from tapelog.llm import (
     AbortHandle,
@@ -66,25 +69,6 @@ from tapelog.llm import (
 from tapelog.log import FrozenDict, LlmCallConfig, Session, encode_str, freeze
 
 SIZES = (100, 10_000)
-STEPS_PER_TURN = 3  # two tool-calling steps, then a text answer
-WIRES = ("openai", "anthropic")
-# Per wire: the provider the config names and the model it asks for.
-_TARGETS = {
-    "openai": ("deepseek", "deepseek-chat"),
-    "anthropic": ("anthropic", "claude-sonnet-4-5"),
-}
-
-SYSTEM = "\n".join(
-    f"Rule {i}: read the relevant file before answering and cite what you read." for i in range(40)
-)
-_LOREM = (
-    "The session log is the single source of truth; every request is a pure "
-    "function of it, so a prompt cache hits by construction. "
-)
-
-
-def _text(n: int) -> str:
-    return (_LOREM * (n // len(_LOREM) + 1))[:n]
 
 
 @tool

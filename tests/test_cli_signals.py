@@ -10,7 +10,6 @@ Between two chat turns, where nothing is unflushed, the signal simply ends it.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -20,39 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from _edge import Gate
 from tapelog.emulator import Emulator
 from tapelog.store import JsonlStore, verify_jsonl
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))
-
-
-class _Gate:
-    """ASGI middleware: hold the response once a body frame carrying ``marker`` went out."""
-
-    def __init__(self, marker: bytes) -> None:
-        self.app: ASGIApp | None = None
-        self.marker = marker
-        self.holding = threading.Event()
-        self.release = threading.Event()
-
-    def wrap(self, app: ASGIApp) -> ASGIApp:
-        self.app = app
-        return self
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        assert self.app is not None
-
-        async def gated_send(message: Message) -> None:
-            await send(message)
-            if message["type"] == "http.response.body" and self.marker in message.get("body", b""):
-                self.holding.set()
-                deadline = time.monotonic() + 60
-                while not self.release.is_set() and time.monotonic() < deadline:
-                    await asyncio.sleep(0.02)
-
-        await self.app(scope, receive, gated_send)
 
 
 def _settled(pid: int, port: int) -> bool:
@@ -90,7 +62,7 @@ def test_a_stop_signal_during_run_logs_an_abort_with_what_was_streamed(
 ) -> None:
     emulator, port = loopback_emulator
     emulator.push({"text": "Part one of an answer. " + "More words follow. " * 200})
-    gate = _Gate(marker=b"Part one")
+    gate = Gate(marker=b"Part one")
     emulator.app.add_middleware(gate.wrap)
     argv = [TAPELOG, "run", "Tell me everything.", "--session", "stop", "--tools", "none"]
     argv += ["--provider", "emulator", "--base-url", f"http://127.0.0.1:{port}/v1"]
@@ -142,7 +114,7 @@ def test_a_stop_signal_during_a_chat_turn_aborts_it_then_chat_exits(
 ) -> None:
     emulator, port = loopback_emulator
     emulator.push({"text": "Part one of an answer. " + "More words follow. " * 200})
-    gate = _Gate(marker=b"Part one")
+    gate = Gate(marker=b"Part one")
     emulator.app.add_middleware(gate.wrap)
     argv = [TAPELOG, "chat", "--session", "talk", "--tools", "none", "--provider", "emulator"]
     argv += ["--base-url", f"http://127.0.0.1:{port}/v1"]

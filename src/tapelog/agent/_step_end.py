@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.log import Event, FrozenList, Session
+from tapelog.log import Event, FrozenList, Session, answer_call
 
 __all__ = ["UNANSWERED_TOOL_RESULT", "close_step", "error_of", "open_step_events"]
 
@@ -69,21 +69,8 @@ def close_step(
         )
     answered = {e.data["call_id"] for e in after if e.type == "tool/result"}
     for call in (e for e in after if e.type == "tool/call"):
-        if call.data["call_id"] in answered:
-            continue
-        session.append(
-            "tool/result",
-            {
-                "turn": turn,
-                "step": step,
-                "call_id": call.data["call_id"],
-                "content": UNANSWERED_TOOL_RESULT,
-                "is_error": True,
-                "error": {"kind": "unanswered"},
-            },
-            surface_op="append",
-            source_seqs=[call.seq],
-        )
+        if call.data["call_id"] not in answered:
+            answer_call(session, call, UNANSWERED_TOOL_RESULT, "unanswered")
     while context:
         content, kind = context.pop(0)
         session.append(

@@ -44,7 +44,7 @@ from tapelog.log._redact import (
     register_secret,
     secret_prefix_length,
 )
-from tapelog.log._repair import repair_interrupted
+from tapelog.log._repair import answer_call, repair_interrupted
 from tapelog.log._session import (
     Session,
     SessionEvents,
@@ -74,6 +74,7 @@ __all__ = [
     "Session",
     "SessionEvents",
     "SessionInfo",
+    "answer_call",
     "apply_header_delta",
     "canonical_header",
     "chunk_kind",

@@ -22,7 +22,7 @@ from typing import Final
 from tapelog.log._events import Event
 from tapelog.log._session import Session, open_turn_at
 
-__all__ = ["INTERRUPTED_TOOL_RESULT", "repair_interrupted"]
+__all__ = ["INTERRUPTED_TOOL_RESULT", "answer_call", "repair_interrupted"]
 
 INTERRUPTED_TOOL_RESULT: Final = (
     "interrupted: the process stopped before this tool call finished; its outcome is unknown"
@@ -51,6 +51,25 @@ def _close_compaction(session: Session) -> list[Event]:
     return []
 
 
+def answer_call(session: Session, call: Event, content: str, kind: str) -> Event:
+    """Close a logged ``tool/call`` that has no result with an error result
+    (``error.kind`` says why): a call without its result makes every later
+    request invalid on both wires."""
+    return session.append(
+        "tool/result",
+        {
+            "turn": call.data["turn"],
+            "step": call.data["step"],
+            "call_id": call.data["call_id"],
+            "content": content,
+            "is_error": True,
+            "error": {"kind": kind},
+        },
+        surface_op="append",
+        source_seqs=[call.seq],
+    )
+
+
 def repair_interrupted(session: Session) -> list[Event]:
     """Append the events that close an interrupted turn (and compaction); return
     them ([] if nothing was open)."""
@@ -76,21 +95,7 @@ def repair_interrupted(session: Session) -> list[Event]:
     appended: list[Event] = closed
     if open_step is not None:
         for call in unanswered.values():
-            appended.append(
-                session.append(
-                    "tool/result",
-                    {
-                        "turn": call.data["turn"],
-                        "step": call.data["step"],
-                        "call_id": call.data["call_id"],
-                        "content": INTERRUPTED_TOOL_RESULT,
-                        "is_error": True,
-                        "error": {"kind": "interrupted"},
-                    },
-                    surface_op="append",
-                    source_seqs=[call.seq],
-                )
-            )
+            appended.append(answer_call(session, call, INTERRUPTED_TOOL_RESULT, "interrupted"))
         step = {"turn": open_step.data["turn"], "step": open_step.data["step"]}
         appended.append(session.append("step/end", step))
     appended.append(session.append("turn/end", {"turn": turn, "reason": {"kind": "interrupted"}}))

@@ -269,25 +269,17 @@ class _Walker:
                 "its first header",
                 seq=event.seq,
             )
-        self.index += 1
-        return WalkedRequest(
-            index=self.index,
+        data = event.data
+        return self._walked(
+            event,
             kind="loop",
-            turn=event.data["turn"],
-            step=event.data["step"],
-            boundary_seq=event.seq,
-            time=event.time,
+            turn=data["turn"],
+            step=data["step"],
             header=step.header,
             header_seqs=step.header_seqs,
             changes=(*self.changes, *step.changes),
-            compaction=tuple(self.compaction),
-            replaces=tuple(self.replaces),
-            appended=tuple(self.appended),
-            nodes=self.fold.history(),
-            replaced_since=bool(self.replaces),
             message=step.message,
             failed_attempts=step.failed_attempts,
-            session_id=self.session_id,
         )
 
     def _one_shot(self, event: Event) -> WalkedRequest | None:
@@ -301,26 +293,33 @@ class _Walker:
                 "request header is logged before it",
                 seq=event.seq,
             )
-        self.index += 1
-        return WalkedRequest(
-            index=self.index,
+        return self._walked(
+            event,
             kind="compaction",
             turn=event.data.get("turn"),
             step=None,
-            boundary_seq=event.seq,
-            time=event.time,
             header=header,
             header_seqs=(),
             changes=tuple(self.changes),
+            message=None,
+            failed_attempts=0,
+            one_shot=inputs,
+        )
+
+    def _walked(self, anchor: Event, **fields: Any) -> WalkedRequest:
+        """The next request, anchored at ``anchor``, with what changed since the last one."""
+        self.index += 1
+        return WalkedRequest(
+            index=self.index,
+            boundary_seq=anchor.seq,
+            time=anchor.time,
             compaction=tuple(self.compaction),
             replaces=tuple(self.replaces),
             appended=tuple(self.appended),
             nodes=self.fold.history(),
             replaced_since=bool(self.replaces),
-            message=None,
-            failed_attempts=0,
             session_id=self.session_id,
-            one_shot=inputs,
+            **fields,
         )
 
 
