@@ -16,7 +16,8 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from tapelog.agent import Agent, tool
+from agent._harness import add, shout
+from tapelog.agent import Agent
 from tapelog.audit import cache_report, render_report
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
@@ -26,27 +27,6 @@ from tapelog.store import JsonlStore, LogStats
 
 # long enough for a few 64-token cache units of the deepseek rule the emulator uses
 SYSTEM = "\n".join(f"Rule {i}: answer carefully and cite the tool output." for i in range(40))
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: First addend.
-        b: Second addend.
-    """
-    return a + b
-
-
-@tool
-def shout(text: str) -> str:
-    """Upper-case a text.
-
-    Args:
-        text: The text.
-    """
-    return text.upper()
 
 
 def _invoke(*args: str) -> Result:

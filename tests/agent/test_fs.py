@@ -9,6 +9,9 @@ from tapelog import ToolError
 from tapelog.agent import ToolOutcome, Toolset, fs_tools
 from tapelog.log import encode, encode_str
 
+from ._fs_helpers import refused as _refused
+from ._fs_helpers import run_tool as _run
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
@@ -24,18 +27,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def fs(workspace: Path) -> Toolset:
     return fs_tools(workspace)
-
-
-async def _run(tools: Toolset, name: str, **args: object) -> ToolOutcome:
-    return await tools.run(name, encode_str(args))
-
-
-def _refused(message: str) -> ToolOutcome:
-    return ToolOutcome(
-        content=message,
-        is_error=True,
-        error={"kind": "exception", "type": "ToolError", "message": message},
-    )
 
 
 def test_schemas(fs: Toolset) -> None:

@@ -29,6 +29,9 @@ from tapelog.agent import ToolOutcome, Toolset, fs_tools
 from tapelog.cli import cli
 from tapelog.log import encode_str
 
+from ._fs_helpers import refused as _refused
+from ._fs_helpers import run_tool as _run
+
 VCS = ".bzr, .git, .hg, .jj, .svn"
 
 
@@ -69,18 +72,6 @@ def outside(tmp_path: Path) -> Path:
 @pytest.fixture
 def fs(workspace: Path) -> Toolset:
     return fs_tools(workspace)
-
-
-async def _run(tools: Toolset, name: str, **args: object) -> ToolOutcome:
-    return await tools.run(name, encode_str(args))
-
-
-def _refused(message: str) -> ToolOutcome:
-    return ToolOutcome(
-        content=message,
-        is_error=True,
-        error={"kind": "exception", "type": "ToolError", "message": message},
-    )
 
 
 def _vcs_refusal(path: str) -> ToolOutcome:
