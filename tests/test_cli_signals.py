@@ -22,6 +22,8 @@ import pytest
 
 from _edge import Gate
 from tapelog.emulator import Emulator
+from tapelog.llm import encode_request
+from tapelog.request import rebuild_requests
 from tapelog.store import JsonlStore, verify_jsonl
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))
@@ -88,6 +90,14 @@ def test_a_stop_signal_during_run_logs_an_abort_with_what_was_streamed(
     assert message.data["interrupted"] is True
     assert message.data["content"][0]["text"].startswith("Part one of an answer.")
     assert verify_jsonl((tmp_path / "stop.jsonl").read_bytes(), expected_id="stop").ok
+    _assert_received_is_rebuilt(emulator, tmp_path, "stop")
+
+
+def _assert_received_is_rebuilt(emulator: Emulator, root: Path, session_id: str) -> None:
+    """The bytes the provider received are the requests rebuilt from the stored log."""
+    session = JsonlStore(root).load(session_id).session
+    rebuilt = [encode_request(r.request) for r in rebuild_requests(session, one_shots=True)]
+    assert [r.body for r in emulator.received] == rebuilt
 
 
 def _read_until(stream: object, needle: str, timeout: float = 30) -> str:
@@ -146,6 +156,7 @@ def test_a_stop_signal_during_a_chat_turn_aborts_it_then_chat_exits(
     message = next(e for e in events if e.type == "assistant/message")
     assert message.data["content"][0]["text"].startswith("Part one of an answer.")
     assert "Traceback" not in out + err
+    _assert_received_is_rebuilt(emulator, tmp_path, "talk")
 
 
 def test_a_stop_signal_between_chat_turns_ends_the_chat_with_everything_stored(
