@@ -94,8 +94,9 @@ def test_an_unknown_provider_is_named_with_the_known_ones(tmp_path: Path, model:
     assert result.exit_code == 2
     assert (
         "Invalid value for --provider: 'nope' is not a known provider; use one of "
-        "anthropic, compatible, deepseek, emulator, local, openai."
-    ) in result.output
+        "anthropic, compatible, deepseek, emulator, lmstudio, local, ollama, openai, "
+        "openrouter, together, vllm, or register it in a providers file"
+    ) in " ".join(result.output.split())
     assert "default model" not in result.output
     assert _store_files(store) == []
 

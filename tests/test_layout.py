@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "emulator": {"log", "cache"},
     "agent": {"log", "cache", "request", "llm", "checker"},
     "audit": {"log", "cache", "request", "llm", "checker"},
+    "mcp": {"log", "agent"},
 }
 
 

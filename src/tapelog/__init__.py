@@ -17,6 +17,7 @@ from tapelog._errors import (
     InvalidSessionIdError,
     JsonValueError,
     LogError,
+    OutputError,
     ProviderError,
     ReconstructionError,
     ReentrantAppendError,
@@ -30,7 +31,7 @@ from tapelog._errors import (
 )
 from tapelog.agent import Agent, Hooks, tool
 from tapelog.audit import encode_request, rebuild_requests
-from tapelog.llm import make_client
+from tapelog.llm import make_client, register_provider
 from tapelog.log import (
     EVENT_TYPES,
     SESSION_FORMAT_VERSION,
@@ -79,6 +80,7 @@ __all__ = [
     "JsonlStore",
     "LlmCallConfig",
     "LogError",
+    "OutputError",
     "ProviderError",
     "ReconstructionError",
     "ReentrantAppendError",
@@ -101,6 +103,7 @@ __all__ = [
     "freeze",
     "make_client",
     "rebuild_requests",
+    "register_provider",
     "thaw",
     "tool",
 ]

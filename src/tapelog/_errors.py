@@ -23,7 +23,8 @@ whole sentence that names what went wrong and, where there is one, the fix::
     │   └── ClientMismatchError             a client that does not speak the logged config
     ├── ProviderError                       a provider answered with an error
     │   └── ContextOverflowError            the request is too long for the model
-    └── ToolError                           a tool could not run
+    ├── ToolError                           a tool could not run
+    └── OutputError (also ValueError)       an output type structured output cannot use
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidSessionIdError",
     "JsonValueError",
     "LogError",
+    "OutputError",
     "ProviderError",
     "ReconstructionError",
     "ReentrantAppendError",
@@ -142,7 +144,11 @@ class ClientMismatchError(ReconstructionError):
 
 
 class ProviderError(TapelogError):
-    """A provider answered with an error (never carries the API key)."""
+    """A provider answered with an error (never carries the API key).
+
+    ``retry_after`` is the delay in seconds the server asked for before a retry
+    (its ``retry-after-ms`` or ``Retry-After`` header), ``None`` when it named none.
+    """
 
     def __init__(
         self,
@@ -152,11 +158,13 @@ class ProviderError(TapelogError):
         body: str | None = None,
         request_id: str | None = None,
         retryable: bool = False,
+        retry_after: float | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.request_id = request_id
         self.retryable = retryable
+        self.retry_after = retry_after
         super().__init__(message)
 
 
@@ -166,3 +174,7 @@ class ContextOverflowError(ProviderError):
 
 class ToolError(TapelogError):
     """A tool could not be defined or run."""
+
+
+class OutputError(TapelogError, ValueError):
+    """A structured-output type, schema or mode cannot be used with this agent."""

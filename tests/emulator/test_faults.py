@@ -168,7 +168,16 @@ async def test_in_stream_error_arrives_after_the_message_opens() -> None:
         ),
         (
             {"error": {"status": 401, "msg": "x"}},
-            """script entry 0: "error" takes status, message, type and code, not ['msg'].""",
+            """script entry 0: "error" takes status, message, type, code and headers, """
+            """not ['msg'].""",
+        ),
+        (
+            {"error": {"status": 429, "headers": {"retry-after": "1\r\nx-injected: 1"}}},
+            "script entry 0: error header 'retry-after': a name is letters, digits",
+        ),
+        (
+            {"error": {"status": 429, "headers": {"Content-Length": "0"}}},
+            "script entry 0: error header 'Content-Length' is set by the emulator itself.",
         ),
         ({"cut_after": -1}, 'script entry 0: "cut_after" must be a non-negative integer, not -1.'),
         ("hello", "script entry 0: an entry must be a JSON object, not str."),

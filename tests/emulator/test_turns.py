@@ -187,6 +187,10 @@ def _result(use_id: str) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": use_id, "content": "r"}
 
 
+# A history with tool blocks must define tools (see test_options.py).
+F_TOOL = {"name": "f", "input_schema": {"type": "object"}}
+
+
 def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
@@ -222,7 +226,8 @@ async def _anthropic_error(messages: list[Any]) -> str:
     ids=["both-results", "result-then-text", "assistant-first"],
 )
 async def test_paired_tool_results_are_answered(messages: list[Any]) -> None:
-    await _answered(ANTHROPIC, {"model": "m", "max_tokens": 9, "messages": messages})
+    body = {"model": "m", "max_tokens": 9, "messages": messages, "tools": [F_TOOL]}
+    await _answered(ANTHROPIC, body)
 
 
 @pytest.mark.parametrize(

@@ -272,6 +272,7 @@ async def test_default_policy_echoes_the_user_or_sizes_the_tool_results() -> Non
         {"role": "tool", "tool_call_id": "1", "content": "ab"},
         {"role": "tool", "tool_call_id": "2", "content": "hello"},
     ]
+    tool = {"name": "f", "input_schema": {"type": "object"}}
     anthropic_turn = [
         {"role": "user", "content": "go"},
         {
@@ -291,7 +292,8 @@ async def test_default_policy_echoes_the_user_or_sizes_the_tool_results() -> Non
         )
         after_tools = await client.post(chat, json={"model": "m", "messages": tool_turn})
         claude = await client.post(
-            "/v1/messages", json={"model": "m", "max_tokens": 9, "messages": anthropic_turn}
+            "/v1/messages",
+            json={"model": "m", "max_tokens": 9, "messages": anthropic_turn, "tools": [tool]},
         )
     assert echo.json()["choices"][0]["message"]["content"] == "ok: " + long_text[:60]
     assert (

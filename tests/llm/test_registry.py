@@ -40,11 +40,16 @@ def test_wire_for_needs_only_the_config(provider: str, name: str) -> None:
 
 def test_unknown_provider_is_refused_with_the_known_ones() -> None:
     with pytest.raises(HeaderError) as info:
-        wire_for(_config("acme"))
+        make_client(_config("acme"))
     assert str(info.value) == (
         "config.provider 'acme' is not a known provider; use one of "
-        "anthropic, compatible, deepseek, emulator, local, openai."
+        "anthropic, compatible, deepseek, emulator, local, openai, a registered one "
+        "(lmstudio, ollama, openrouter, together, vllm), or register it "
+        "(tapelog.llm.register_provider or a providers file, docs/providers.md)."
     )
+    # The pure rebuild path never asks the registry: it needs the logged wire.
+    with pytest.raises(HeaderError, match=r"config\.wire names no wire family"):
+        wire_for(_config("acme"))
 
 
 def test_table_base_urls_and_key_variables() -> None:

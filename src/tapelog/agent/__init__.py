@@ -4,23 +4,51 @@ from tapelog.agent._compaction import CompactionPolicy, CompactionResult, choose
 from tapelog.agent._fs import fs_tools
 from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo
 from tapelog.agent._loop import Agent
-from tapelog.agent._tools import Tool, ToolOutcome, Toolset, tool
+from tapelog.agent._output import OutputSpec
+from tapelog.agent._runtime_context import ContextSource, RuntimeContext
+from tapelog.agent._schema_tool import SchemaTool
+from tapelog.agent._stream import (
+    AttemptFailed,
+    MessageEvent,
+    ReasoningDelta,
+    StepEnd,
+    StreamEvent,
+    TextDelta,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+)
+from tapelog.agent._tools import Tool, ToolOutcome, Toolset, ToolSource, tool
 from tapelog.agent._trimming import Trimmer, TrimPolicy, excerpt
 from tapelog.agent._turn import RetryPolicy, TurnResult
 
 __all__ = [
     "Agent",
+    "AttemptFailed",
     "CompactionPolicy",
     "CompactionResult",
+    "ContextSource",
     "Hooks",
+    "MessageEvent",
+    "OutputSpec",
+    "ReasoningDelta",
     "RetryPolicy",
+    "RuntimeContext",
+    "SchemaTool",
     "StepContext",
+    "StepEnd",
+    "StreamEvent",
+    "TextDelta",
     "Tool",
+    "ToolCallEvent",
     "ToolCallInfo",
     "ToolOutcome",
+    "ToolResultEvent",
+    "ToolSource",
     "Toolset",
     "TrimPolicy",
     "Trimmer",
+    "TurnEnd",
     "TurnResult",
     "choose_region",
     "excerpt",

@@ -19,7 +19,7 @@ its first half, at most three in all. docs/compaction.md describes the policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,10 @@ def _tokens_of(messages: Sequence[Any]) -> int:
     return estimate_tokens(encode(list(messages)))
 
 
+async def _no_flush() -> None:
+    """No store to make durable."""
+
+
 class _NotSent(Exception):
     """Internal: the summary call failed before it was sent."""
 
@@ -120,7 +124,7 @@ class _Call:
     client: ProviderClient
     policy: CompactionPolicy
     checker: RequestChecker | None
-    flush: Callable[[], None]
+    flush: Callable[[], Awaitable[None]]
     abort: AbortHandle | None
 
 
@@ -133,7 +137,7 @@ async def compact(
     turn: int | None,
     context_tokens: int,
     checker: RequestChecker | None = None,
-    flush: Callable[[], None] = lambda: None,
+    flush: Callable[[], Awaitable[None]] | None = None,
     abort: AbortHandle | None = None,
 ) -> CompactionResult:
     """Run one compaction (see the module docstring); provider errors do not raise.
@@ -141,7 +145,9 @@ async def compact(
     A region too long to summarise (the call overflows) is halved by a new
     compaction, at most three in all; the result is the last one's.
     """
-    call = _Call(client=client, policy=policy, checker=checker, flush=flush, abort=abort)
+    call = _Call(
+        client=client, policy=policy, checker=checker, flush=flush or _no_flush, abort=abort
+    )
     region = choose_region(session, policy.keep_messages)
     attempt = 0
     while True:
@@ -208,7 +214,7 @@ async def _summarise(session: Session, call: _Call, start: Event) -> tuple[LlmRe
         body = wire.encode_body(request)
         if call.checker is not None:
             call.checker.check(request, body)
-        call.flush()
+        await call.flush()  # durable (off the event loop) before the call is sent
     except Exception as exc:
         raise _NotSent(exc) from exc
     abort = call.abort or AbortHandle()

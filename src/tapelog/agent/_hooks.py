@@ -48,8 +48,9 @@ class Hooks:
     """Optional callbacks; see the module docstring for what each may do."""
 
     session_prefix: Callable[[FrozenList], Sequence[Any] | Awaitable[Sequence[Any]]] | None = None
-    """Called once per loop instance with a frozen empty seed; returns the
-    request-only opening messages (``{"role", "content"}``)."""
+    """Called once per loop instance with the frozen seed (the runtime context
+    message when the agent has ``context`` sources, else empty); returns the
+    request-only opening messages (``{"role", "content"}``) that follow the seed."""
     pre_step: Callable[[StepContext], Any] | None = None
     """Called before each step's message snapshot; may ``inject`` context."""
     request: (

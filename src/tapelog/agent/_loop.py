@@ -7,7 +7,8 @@ the config seed (explicit options on the instance's first request and after
 ``agent.config`` was set, the folded header's otherwise) through the
 ``request`` hook; compose the header, check the client speaks the config's
 wire, build and encode the request and log the header. The invariant checker
-rebuilds the request from the log, the store is flushed, and only then are the
+rebuilds the request from the log, the store is flushed (in a worker thread,
+awaited: other tasks of the event loop run meanwhile), and only then are the
 bytes sent. Anything that stops a step between its ``step/start`` and the send
 ends it with ``step/end {"sent": false}``, so the rebuild skips it. Stream,
 logging chunks and exactly one ``assistant/message``; run tools, logging
@@ -18,15 +19,20 @@ injected while the step is in flight waits for its results.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tapelog._errors import ContextOverflowError, ProviderError, TapelogError
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
+from tapelog.agent._flushing import flush_off_loop
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, text_blocks
+from tapelog.agent._output import OutputRun, OutputType, shape_request
+from tapelog.agent._runtime_context import ContextSource, ContextWatcher
 from tapelog.agent._step_end import close_step
+from tapelog.agent._stream import StreamEvent, stream_turn
+from tapelog.agent._sync import SyncRunner
 from tapelog.agent._tool_calls import run_tool_calls
-from tapelog.agent._tools import Tool, Toolset
+from tapelog.agent._tools import Tool, Toolset, ToolSource
 from tapelog.agent._trimming import Trimmer, TrimPolicy
 from tapelog.agent._turn import (
     Aborted,
@@ -48,6 +54,7 @@ from tapelog.llm import (
     ProviderClient,
     assemble_message,
     client_wire,
+    complete_config,
     estimate_tokens,
     usage_prompt_tokens,
 )
@@ -73,7 +80,9 @@ class Agent:
 
     ``check`` turns the invariant checker on or off (default: on, unless
     ``TAPELOG_CHECK`` says ``0``/``off``); it rebuilds every request from the
-    log before it is sent, at a cost proportional to what is new.
+    log before it is sent, at a cost proportional to what is new. ``context``
+    sources (:class:`RuntimeContext`) put their values in the session prefix
+    and log a watched value's change as a ``context/message`` (never the system prompt).
     """
 
     def __init__(
@@ -83,7 +92,7 @@ class Agent:
         *,
         config: LlmCallConfig,
         system: str | None = None,
-        tools: Toolset | Iterable[Tool] = (),
+        tools: Toolset | Iterable[Tool | ToolSource] = (),
         tool_order: Sequence[str] | None = None,
         hooks: Hooks | None = None,
         writer: Flushable | None = None,
@@ -93,6 +102,7 @@ class Agent:
         compaction: CompactionPolicy | None = None,
         trimming: TrimPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        context: Iterable[ContextSource] = (),
     ) -> None:
         self.session = session
         self.client = client
@@ -110,12 +120,16 @@ class Agent:
         self._sleep = sleep
         self._recorder = HeaderRecorder(session)
         self._prefix: FrozenList | None = None
+        self._context_sources = ContextWatcher(context)  # runtime context: prefix + changes
         self._abort: AbortHandle | None = None
+        self._output: OutputRun | None = None  # the structured output of the turn in flight
         # Context injected while a step is in flight, logged when the step ends.
         self._waiting_context: list[tuple[FrozenList, str]] = []
         self._in_step = False
         self._step_config: LlmCallConfig | None = None  # of the step in flight
         self._turn_task: asyncio.Task[Any] | None = None  # the task running this agent's turn
+        self._last_result: TurnResult | None = None  # of the last turn that logged its end
+        self._sync = SyncRunner()  # run_sync's private event loop
         self._sources: dict[tuple[str, str], FrozenDict] = {}
         # Reuse the client's per-node cache when it has one: one encode per node.
         cache = getattr(client, "cache", None)
@@ -137,7 +151,8 @@ class Agent:
         The explicit options until the first request of this loop instance, and
         after each assignment; the folded header's config otherwise. Assigning
         takes effect at the next step, logged as a header delta like a change
-        of ``system`` or ``tools``.
+        of ``system`` or ``tools``. The fields structured output adds to a
+        request (``response_format``, ``tool_choice``) are never part of it.
         """
         folded = self.session.header
         if self._config_explicit or folded is None:
@@ -182,23 +197,47 @@ class Agent:
 
     # --- the loop ------------------------------------------------------------
 
-    def _flush(self) -> None:
+    async def _flush(self) -> None:
+        """Make the log durable without holding the event loop (:mod:`._flushing`)."""
         if self.writer is not None:
-            self.writer.flush()
+            await flush_off_loop(self.writer)
 
-    async def run(self, prompt: str | Sequence[Mapping[str, Any]]) -> TurnResult:
-        """Run one turn: the prompt, then steps until the model stops calling tools."""
+    async def run(
+        self, prompt: str | Sequence[Mapping[str, Any]], *, output_type: OutputType | None = None
+    ) -> TurnResult:
+        """Run one turn: the prompt, then steps until the model stops calling tools.
+
+        With ``output_type`` (a pydantic model class, a JSON schema dict or an
+        :class:`OutputSpec`) the answer must match its schema and
+        ``TurnResult.output`` is the validated value (see :mod:`tapelog.agent._output`).
+        """
         # Built (and so validated) first: a prompt that is not lossless JSON is
         # refused before anything is logged, not after an opened turn.
         content = text_blocks(prompt) if isinstance(prompt, str) else freeze(list(prompt))
+        output = None
+        if output_type is not None:  # checked before anything is logged, like the prompt
+            output = OutputRun.create(output_type, self.config, self.tools)
         # One turn at a time per session, whichever Agent runs it: a second
         # concurrent run raises here, before anything is logged.
         with self.session.running("turn"):
-            self._turn_task = asyncio.current_task()
+            self._turn_task, self._output = asyncio.current_task(), output
             try:
                 return await self._run(content)
             finally:
-                self._turn_task = None
+                self._turn_task = self._output = None
+
+    def stream(
+        self, prompt: str | Sequence[Mapping[str, Any]], **options: Any
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Run one turn (as :meth:`run`, same options) and yield its events as
+        they are logged, :class:`TurnEnd` last (see :mod:`tapelog.agent._stream`).
+        Closing the stream before its end aborts the turn."""
+        return stream_turn(self, lambda: self.run(prompt, **options))
+
+    def run_sync(self, prompt: str | Sequence[Mapping[str, Any]], **options: Any) -> TurnResult:
+        """:meth:`run` from synchronous code, on this agent's own event loop
+        (see :mod:`tapelog.agent._sync`); refused inside a running event loop."""
+        return self._sync.run(lambda: self.run(prompt, **options), "await agent.run(...)")
 
     async def _run(self, content: Any) -> TurnResult:
         session = self.session
@@ -217,21 +256,24 @@ class Agent:
             extra = await call_hook(self.hooks.prompt_submit, content)
             if extra:
                 self.inject(extra, kind="prompt-submit")
+            if self._output is not None:
+                self._output.begin(session)  # the instruction its mode needs, if any
             return await self._steps(outcome)
         except Aborted:
             self._close_step()
-            return self._end(outcome, {"kind": "aborted", "by": self._abort_reason()})
+            return await self._end(outcome, {"kind": "aborted", "by": self._abort_reason()})
         except ProviderError as exc:
             self._close_step()
             error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
             if exc.status is not None:
                 error["status"] = exc.status
-            return self._end(outcome, {"kind": "error", "error": error})
+            return await self._end(outcome, {"kind": "error", "error": error})
         except BaseException as exc:
             self._close_step()
-            self._end(
+            await self._end(
                 outcome,
                 {"kind": "error", "error": {"type": type(exc).__name__, "message": str(exc)}},
+                failing=True,
             )
             raise
         finally:
@@ -249,7 +291,7 @@ class Agent:
                 raise Aborted()
             if step > self.max_steps:
                 outcome.steps -= 1
-                return self._end(outcome, {"kind": "max_steps", "limit": self.max_steps})
+                return await self._end(outcome, {"kind": "max_steps", "limit": self.max_steps})
             await self._between_steps(turn)
             try:
                 message, finish = await self._step(turn, step)
@@ -271,8 +313,10 @@ class Agent:
                 await self._run_tools(turn, step, calls)
             self._close_step()
             reason = turn_reason(finish, calls)
+            if self._output is not None:
+                reason = self._output.after_step(self.session, outcome, message, reason)
             if reason is not None:
-                return self._end(outcome, reason)
+                return await self._end(outcome, reason)
 
     def _abort_reason(self) -> str:
         return (self._abort.reason if self._abort else None) or "user"
@@ -289,35 +333,51 @@ class Agent:
             error=error,
         )
 
-    def _end(self, outcome: Outcome, reason: Mapping[str, Any]) -> TurnResult:
-        event = self.session.append("turn/end", {"turn": outcome.turn, "reason": reason})
-        self._flush()
-        return TurnResult(
-            turn=outcome.turn,
-            reason=event.data["reason"],
-            text=outcome.text,
-            steps=outcome.steps,
-            usage=outcome.usage,
-        )
+    async def _end(
+        self, outcome: Outcome, reason: Mapping[str, Any], *, failing: bool = False
+    ) -> TurnResult:
+        """Log the turn's end (once, even if its flush failed or was cancelled and
+        the turn ends again by that exception) and make it durable before the
+        turn returns, off the event loop; ``failing`` (the turn ends by an
+        exception) flushes on this thread (see :mod:`tapelog.agent._flushing`)."""
+        result = outcome.result
+        if result is None:
+            event = self.session.append("turn/end", {"turn": outcome.turn, "reason": reason})
+            self._last_result = result = outcome.result = TurnResult(
+                turn=outcome.turn,
+                reason=event.data["reason"],
+                text=outcome.text,
+                steps=outcome.steps,
+                usage=outcome.usage,
+                output=outcome.output,
+            )
+        if self.writer is not None and failing:
+            self.writer.flush()  # no await that a second cancellation could cut short
+        elif self.writer is not None:
+            await flush_off_loop(self.writer)
+        return result
 
     async def _compose_prefix(self) -> FrozenList:
         if self._prefix is None:
-            prefix = await call_hook(self.hooks.session_prefix, FrozenList())
-            self._prefix = freeze(list(prefix or ()), path="prefix")
+            seed = await self._context_sources.seed(self.session)
+            prefix = await call_hook(self.hooks.session_prefix, seed)
+            self._prefix = freeze([*seed, *(prefix or ())], path="prefix")
         return self._prefix
 
     def _tool_schemas(self) -> list[Any]:
         return list(self.tools.schemas(self.tool_order))
 
     async def _request_config(self) -> LlmCallConfig:
-        """The config seed through the ``request`` hook (which sees it frozen)."""
+        """The config seed through the ``request`` hook (which sees it frozen),
+        completed with the wire identity of a provider outside the built-in
+        table (``complete_config``: logged, so the request rebuilds anywhere)."""
         seed = self.config
         replaced = await call_hook(self.hooks.request, seed)
         if replaced is None:
-            return seed
+            return complete_config(seed)
         if not isinstance(replaced, LlmCallConfig):
             raise TapelogError("the request hook must return an LlmCallConfig or None")
-        return replaced
+        return complete_config(replaced)
 
     def _checker_for(self) -> RequestChecker | None:
         if not self.check:
@@ -333,6 +393,8 @@ class Agent:
         """
         prefix = await self._compose_prefix()
         await call_hook(self.hooks.pre_step, StepContext(turn=turn, step=step, prefix=prefix))
+        await self._context_sources.report_changes(self.session)  # joins this step's request
+        await self.tools.refresh()  # dynamic tools (MCP servers) settle their lists first
         session = self.session
         # The snapshot and step/start share one synchronous frame: nothing can
         # slip between them, so the boundary is exactly this step/start.
@@ -341,20 +403,23 @@ class Agent:
         try:
             boundary = session.append("step/start", {"turn": turn, "step": step})
             config = self._step_config = await self._request_config()
-            header = EpochHeader(
-                config=config, system=self.system, tools=self._tool_schemas(), prefix=prefix
+            shaped, tools = shape_request(
+                self._output, config, self._tool_schemas(), session.header
             )
-            wire = client_wire(self.client, config, checked=self.check)
+            header = EpochHeader(config=shaped, system=self.system, tools=tools, prefix=prefix)
+            wire = client_wire(self.client, shaped, checked=self.check)
             request = build_request(
                 header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
             )
             body = wire.encode_body(request, cache=self._body_cache)
             self._recorder.record(header)
             self._config_explicit = False
+            if shaped is not config:  # the next seed is the config before output shaping
+                self._config, self._config_explicit = config, True
             checker = self._checker_for()
             if checker is not None:
                 checker.check(request, body)
-            self._flush()
+            await self._flush()  # durable before the bytes leave; a failure: not sent
         except BaseException as exc:
             self._close_step(sent=False, error=exc)
             raise
@@ -395,9 +460,11 @@ class Agent:
                     # interrupted one (what a failed attempt streamed stays in
                     # its chunks): see _close_step.
                     raise
-                delay = self.retry.delay(attempt)
+                if self.retry.refuses(exc):  # a Retry-After longer than the policy waits
+                    raise self.retry.refused(exc) from exc
+                delay = self.retry.delay(attempt, exc.retry_after)
                 self._log_attempt_error(turn, step, exc, attempt=attempt, retry_in=delay)
-                self._flush()
+                await self._flush()
                 await self._sleep(delay)
                 if handle.aborted:
                     raise Aborted() from None
@@ -463,6 +530,8 @@ class Agent:
         }
         if retry_in is not None:
             chunk["retry_in_ms"] = int(retry_in * 1000)
+            if exc.retry_after is not None:  # what the server asked for
+                chunk["retry_after_ms"] = int(exc.retry_after * 1000)
         if overflow:
             chunk["overflow"] = True
         self.session.append("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})
@@ -535,7 +604,7 @@ class Agent:
             flush=self._flush,
             abort=self._abort,
         )
-        self._flush()
+        await self._flush()
         return result
 
     async def _between_steps(self, turn: int) -> None:
@@ -550,7 +619,7 @@ class Agent:
         assert handle is not None
         contexts, aborted = await run_tool_calls(
             self.session,
-            self.tools,
+            self.tools if self._output is None else self._output.toolset(self.tools),
             self.hooks,
             handle,
             turn=turn,

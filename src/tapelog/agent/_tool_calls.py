@@ -1,16 +1,17 @@
 """Running a step's tool calls: logged before, run concurrently, results in order.
 
-``tool/call`` events are appended (and flushed) before any tool runs, so a
-crash mid-tool leaves a call that repair closes with an "outcome unknown"
-result. Independent calls run concurrently; their ``tool/result`` events are
-committed in the model's order whatever order they finish in. An abort cancels
-what is still running and closes those calls with ``aborted`` error results.
+``tool/call`` events are appended (and flushed, off the event loop) before
+any tool runs, so a crash mid-tool leaves a call that repair closes with an
+"outcome unknown" result. Independent calls run concurrently; their
+``tool/result`` events are committed in the model's order whatever order they
+finish in. An abort cancels what is still running and closes those calls with
+``aborted`` error results.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from tapelog.agent._hooks import Hooks, ToolCallInfo, call_hook
@@ -47,7 +48,7 @@ async def run_tool_calls(
     turn: int,
     step: int,
     calls: Sequence[Mapping[str, Any]],
-    flush: Callable[[], None],
+    flush: Callable[[], Awaitable[None]],
 ) -> tuple[list[str], bool]:
     """Run ``calls`` (tool_call blocks); return the additional context texts to
     log after the results, and whether the step was aborted."""
@@ -71,7 +72,7 @@ async def run_tool_calls(
             },
         )
         infos.append((info, event))
-    flush()
+    await flush()
     tasks = [asyncio.ensure_future(tools.run(info.name, info.arguments)) for info, _ in infos]
     await _wait_all_or_abort(tasks, handle)
     aborted = handle.aborted

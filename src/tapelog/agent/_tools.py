@@ -10,6 +10,10 @@ Running a tool never raises for things the model got wrong or the function
 failed at: bad JSON, invalid arguments and exceptions all become an error
 :class:`ToolOutcome` the model can read and act on, so the loop keeps going.
 Only cancellation (a :class:`BaseException`) passes through.
+
+A :class:`ToolSource` offers tools that come and go while a loop runs (an MCP
+server's): a :class:`Toolset` asks its sources for their current tools at
+every step, so a change reaches the model as a logged header delta.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, Protocol, overload, runtime_checkable
 
 import pydantic
 
@@ -31,7 +35,7 @@ from tapelog._errors import JsonValueError, ToolError
 from tapelog.agent._tool_schema import arguments_model, hinted, json_schema, parse_docstring
 from tapelog.log import FrozenDict, decode, encode_str, freeze
 
-__all__ = ["Tool", "ToolOutcome", "Toolset", "tool"]
+__all__ = ["Tool", "ToolOutcome", "ToolSource", "Toolset", "tool"]
 
 _NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -76,12 +80,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
     ) -> None:
-        name = name if name is not None else getattr(function, "__name__", "")
-        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
-            raise ToolError(
-                f"tool name {name!r} is not valid: use 1 to 64 letters, digits, '_' or '-' "
-                "(pass name=... to @tool)"
-            )
+        name = _checked_name(name if name is not None else getattr(function, "__name__", ""))
         self.function = function
         self.name = name
         summary, arg_docs = parse_docstring(inspect.getdoc(function) or "")
@@ -106,11 +105,7 @@ class Tool:
         try:
             args, kwargs = self._bind(arguments)
         except _BadArguments as bad:
-            return ToolOutcome(
-                content=f"invalid arguments for {self.name}: {bad.message}",
-                is_error=True,
-                error={"kind": "invalid_arguments", "type": bad.type, "message": bad.message},
-            )
+            return self._invalid(bad)
         try:
             if self._is_async:
                 result = await self.function(*args, **kwargs)
@@ -119,31 +114,32 @@ class Tool:
                 if inspect.isawaitable(result):  # e.g. an object with an async __call__
                     result = await result
         except Exception as exc:
-            message = str(exc)
-            # A ToolError is a refusal written for the model: pass its sentence on as is.
-            if isinstance(exc, ToolError):
-                content = message
-            else:
-                content = f"{self.name} failed with {type(exc).__name__}: {message}"
-            return ToolOutcome(
-                content=content,
-                is_error=True,
-                error={"kind": "exception", "type": type(exc).__name__, "message": message},
-            )
+            return self._failed(exc)
         return self._outcome(result)
 
+    def _failed(self, exc: Exception) -> ToolOutcome:
+        """The error outcome of an exception the tool raised."""
+        message = str(exc)
+        # A ToolError is a refusal written for the model: pass its sentence on as is.
+        if isinstance(exc, ToolError):
+            content = message
+        else:
+            content = f"{self.name} failed with {type(exc).__name__}: {message}"
+        return ToolOutcome(
+            content=content,
+            is_error=True,
+            error={"kind": "exception", "type": type(exc).__name__, "message": message},
+        )
+
+    def _invalid(self, bad: _BadArguments) -> ToolOutcome:
+        return ToolOutcome(
+            content=f"invalid arguments for {self.name}: {bad.message}",
+            is_error=True,
+            error={"kind": "invalid_arguments", "type": bad.type, "message": bad.message},
+        )
+
     def _bind(self, arguments: str) -> tuple[list[Any], dict[str, Any]]:
-        # Some models send an empty string for a tool without arguments.
-        if not arguments.strip():
-            arguments = "{}"
-        try:
-            raw = decode(arguments, path="arguments")
-        except JsonValueError as exc:
-            raise _BadArguments("JsonValueError", exc.problem) from None
-        if not isinstance(raw, dict):
-            raise _BadArguments(
-                "ValidationError", f"arguments must be a JSON object, not {_json_kind(raw)}"
-            )
+        raw = _decode_arguments(arguments)
         try:
             validated = self._model.model_validate(raw)
         except pydantic.ValidationError as exc:
@@ -174,6 +170,27 @@ class Tool:
                 is_error=True,
                 error={"kind": "exception", "type": "JsonValueError", "message": message},
             )
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Tools that come and go while a loop runs (e.g. the tools of MCP servers).
+
+    A :class:`Toolset` that includes a source asks it for its current tools
+    whenever it builds a request header or runs a call, and awaits
+    :meth:`refresh` before every step, so a source can finish updating its
+    list (re-listing a server's tools after a change notice) before the
+    header is composed. ``tools`` must be cheap and must not block.
+
+    A source may also have ``missing_tool(name) -> ToolOutcome | None``: the
+    toolset asks it when the model calls a tool nobody offers any more, so
+    the error can say why (an MCP server that went away) instead of only
+    that the name is unknown.
+    """
+
+    def tools(self) -> Iterable[Tool]: ...
+
+    async def refresh(self) -> None: ...
 
 
 class _DaemonPool:
@@ -245,6 +262,31 @@ class _BadArguments(Exception):
         self.message = message
 
 
+def _checked_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise ToolError(
+            f"tool name {name!r} is not valid: use 1 to 64 letters, digits, '_' or '-' "
+            "(pass name=... to @tool)"
+        )
+    return name
+
+
+def _decode_arguments(arguments: str) -> dict[str, Any]:
+    """The model's raw arguments as a JSON object (:class:`_BadArguments` if they are not)."""
+    # Some models send an empty string for a tool without arguments.
+    if not arguments.strip():
+        arguments = "{}"
+    try:
+        raw = decode(arguments, path="arguments")
+    except JsonValueError as exc:
+        raise _BadArguments("JsonValueError", exc.problem) from None
+    if not isinstance(raw, dict):
+        raise _BadArguments(
+            "ValidationError", f"arguments must be a JSON object, not {_json_kind(raw)}"
+        )
+    return raw
+
+
 @overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
@@ -276,12 +318,22 @@ class Toolset:
 
     The order sent to the model is deterministic and independent of how the
     tools were loaded: sorted by name unless an explicit order is given.
+
+    Besides its own tools a toolset may include :class:`ToolSource` objects
+    (``Toolset([read_file, servers])`` or :meth:`include`), whose tools it asks
+    for each time: they change while a loop runs. On a name clash the
+    toolset's own tool wins over a source's, and an earlier source's over a
+    later one's; the hidden tool is simply not offered.
     """
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool | ToolSource] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
         for t in tools:
-            self.add(t)
+            if isinstance(t, Tool):
+                self.add(t)
+            else:
+                self.include(t)
 
     def add(self, tool: Tool) -> None:
         if tool.name in self._tools:
@@ -297,20 +349,50 @@ class Toolset:
         except KeyError:
             raise ToolError(f"the toolset has no tool named {name!r}") from None
 
+    def include(self, source: ToolSource) -> None:
+        """Offer ``source``'s tools too, as they are at each step."""
+        if not isinstance(source, ToolSource):
+            raise ToolError(
+                f"{type(source).__name__} is neither a Tool nor a ToolSource; "
+                "decorate a function with @tool to make it one"
+            )
+        if any(s is source for s in self._sources):
+            raise ToolError("the toolset already includes this tool source")
+        self._sources.append(source)
+
+    @property
+    def sources(self) -> tuple[ToolSource, ...]:
+        return tuple(self._sources)
+
+    async def refresh(self) -> None:
+        """Let every source settle its list; the loop awaits this before each step."""
+        for source in self._sources:
+            await source.refresh()
+
+    def _current(self) -> dict[str, Tool]:
+        """Every tool offered now, by name: the toolset's own, then the sources'."""
+        if not self._sources:
+            return self._tools
+        current = dict(self._tools)
+        for source in self._sources:
+            for t in source.tools():
+                current.setdefault(t.name, t)
+        return current
+
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        return self._current().get(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._current()
 
     def __iter__(self) -> Iterator[Tool]:
-        return iter(list(self._tools.values()))
+        return iter(list(self._current().values()))
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._current())
 
     def __repr__(self) -> str:
-        return f"Toolset({sorted(self._tools)!r})"
+        return f"Toolset({sorted(self._current())!r})"
 
     def schemas(self, order: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Tool schemas in request order.
@@ -319,25 +401,32 @@ class Toolset:
         that order, then any others sorted by name. Naming a tool twice or one
         the set does not have is an error.
         """
-        names = sorted(self._tools)
+        tools = self._current()
+        names = sorted(tools)
         if order is not None:
             if isinstance(order, str):
                 raise ToolError("the tool order must be a sequence of names, not one string")
             seen: set[str] = set()
             for name in order:
-                if name not in self._tools:
+                if name not in tools:
                     raise ToolError(f"the tool order names {name!r}, which the toolset lacks")
                 if name in seen:
                     raise ToolError(f"the tool order names {name!r} twice")
                 seen.add(name)
             names = [*order, *(n for n in names if n not in seen)]
-        return [self._tools[n].schema() for n in names]
+        return [tools[n].schema() for n in names]
 
     async def run(self, name: str, arguments: str) -> ToolOutcome:
         """Run the named tool; an unknown name becomes an error outcome the model can fix."""
-        found = self._tools.get(name)
+        tools = self._current()
+        found = tools.get(name)
         if found is None:
-            available = ", ".join(sorted(self._tools)) or "none"
+            for source in self._sources:
+                explain = getattr(source, "missing_tool", None)
+                outcome = explain(name) if explain is not None else None
+                if isinstance(outcome, ToolOutcome):
+                    return outcome
+            available = ", ".join(sorted(tools)) or "none"
             message = f"there is no tool named {name!r}; available tools: {available}"
             return ToolOutcome(
                 content=message,

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tapelog.agent._retry import RetryPolicy  # backoff, jitter, Retry-After
 from tapelog.log import FrozenDict, LlmCallConfig, Session
 
 __all__ = [
@@ -30,27 +31,20 @@ class Flushable(Protocol):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RetryPolicy:
-    """Retries for retryable provider errors (429, 5xx, connection), with backoff."""
-
-    max_attempts: int = 4
-    base_delay: float = 0.5
-    max_delay: float = 8.0
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        return float(min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
-    """How a turn ended, its final answer text and the usage summed over its steps."""
+    """How a turn ended, its final answer text and the usage summed over its steps.
+
+    ``output`` is the validated answer of a structured turn (``Agent.run(...,
+    output_type=...)``): an instance of the pydantic model, or the JSON value
+    for a dict schema; ``None`` on a plain turn or when the turn did not complete.
+    """
 
     turn: int
     reason: FrozenDict
     text: str
     steps: int
     usage: Mapping[str, int] = field(default_factory=dict)
+    output: Any = None
 
     @property
     def ok(self) -> bool:
@@ -80,6 +74,8 @@ class Outcome:
     steps: int = 0
     text: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    output: Any = None
+    result: TurnResult | None = None  # set when its turn/end is logged (once)
 
 
 def turn_reason(finish: str, calls: Sequence[Any]) -> Mapping[str, Any] | None:

@@ -7,7 +7,14 @@ framework. docs/providers.md lists the rules and their sources; docs/emulator.md
 the token estimate.
 """
 
-from tapelog.cache._providers import PROVIDER_CACHES, ProviderCache, provider_cache
+from tapelog.cache._providers import (
+    DEFAULT_PROVIDER_CACHE,
+    PROVIDER_CACHES,
+    ProviderCache,
+    provider_cache,
+    register_provider_cache,
+    unregister_provider_cache,
+)
 from tapelog.cache._rules import (
     CacheOutcome,
     PrefixStore,
@@ -35,6 +42,7 @@ from tapelog.cache._segments import (
 )
 
 __all__ = [
+    "DEFAULT_PROVIDER_CACHE",
     "PROVIDER_CACHES",
     "CacheOutcome",
     "PrefixStore",
@@ -59,4 +67,6 @@ __all__ = [
     "openai_rule",
     "openai_sources",
     "provider_cache",
+    "register_provider_cache",
+    "unregister_provider_cache",
 ]

@@ -8,16 +8,13 @@ Errors a user can cause print one readable line (no traceback unless
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
 
 import click
 
 from tapelog import __version__
-from tapelog.cli import _common
-from tapelog.llm import PROVIDERS as _PROVIDERS
-from tapelog.log import register_secret as _register_secret
+from tapelog.cli import _common, _providers
 
 __all__ = ["cli", "main"]
 
@@ -35,12 +32,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
     # Commands print the library's warnings themselves (as ``warning: ...``);
     # without a handler, logging's last resort would print each one again, bare.
     logging.getLogger("tapelog").addHandler(_QUIET)
-    # The providers' keys in the environment are secrets from the start, so
-    # whatever a command prints or logs is redacted even before a client reads
-    # one (e.g. `show` of a log written by an older version).
-    for spec in _PROVIDERS.values():
-        if spec.api_key_env:
-            _register_secret(os.environ.get(spec.api_key_env))
+    # The providers file of the environment, if any; then every known
+    # provider's key is a secret from the start (cli._providers).
+    _providers.load_cli_providers()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -63,7 +57,8 @@ def _register() -> None:
         _store_cmds,
     )
 
-    for module in (_store_cmds, _agent_cmds, _audit_cmds, _demo, _emulator_cmd, _report_cmd):
+    modules = (_store_cmds, _agent_cmds, _audit_cmds, _demo, _emulator_cmd, _report_cmd)
+    for module in modules:
         for command in module.COMMANDS:
             cli.add_command(command)
 

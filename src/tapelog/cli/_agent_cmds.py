@@ -18,12 +18,15 @@ from rich.console import Console
 from rich.table import Table
 
 from tapelog._errors import ProviderError
-from tapelog.agent import Agent, TurnResult, fs_tools
+from tapelog.agent import Agent, RuntimeContext, TurnResult, fs_tools
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cli._common import store_option, write_output
+from tapelog.cli._mcp_opts import mcp_options, mcp_specs, start_mcp, with_mcp
+from tapelog.cli._providers import providers_option
 from tapelog.cli._setup import check_api_key, open_session, resolve_provider
 from tapelog.cli._store_cmds import load_target
 from tapelog.cli._stores import open_store
+from tapelog.cli._stream_out import stdout_is_terminal, stream_answer
 from tapelog.cli._terminal import terminal_text
 from tapelog.llm import usage_prompt_tokens, wire_named
 from tapelog.log import encode
@@ -45,12 +48,13 @@ def usage_line(result: TurnResult, session_id: str) -> str:
     )
 
 
-def _print_result(result: TurnResult, session_id: str) -> None:
-    """The answer on stdout; why a turn failed (else only in the log) and usage on stderr.
+def _print_result(result: TurnResult, session_id: str, *, streamed: bool = False) -> None:
+    """The answer on stdout (unless ``streamed`` already showed it); why a turn
+    failed (else only in the log) and usage on stderr.
 
     Model and provider text goes through :func:`terminal_text`: no escape
     sequence in it reaches the terminal (the log keeps it as it came)."""
-    if result.text:
+    if result.text and not streamed:
         click.echo(terminal_text(result.text))
     error = result.reason.get("error") if result.reason["kind"] == "error" else None
     if error:
@@ -67,7 +71,10 @@ def _agent_options(func: Any) -> Any:
         click.option(
             "--provider",
             default=None,
-            help="openai, deepseek, anthropic, compatible, local or emulator.",
+            help=(
+                "Built in (openai, deepseek, anthropic, compatible, local, emulator), a preset "
+                "(openrouter, vllm, ollama, lmstudio, together) or one from a providers file."
+            ),
         ),
         click.option("--model", default=None, help="Model name (default depends on the provider)."),
         click.option(
@@ -103,11 +110,20 @@ def _agent_options(func: Any) -> Any:
                 "unless TAPELOG_CHECK=0; it costs what is new, see docs/cli.md)."
             ),
         ),
+        click.option(
+            "--runtime-context",
+            is_flag=True,
+            help=(
+                "Tell the model the date, the workspace, its git branch and dirty state, the OS "
+                "and the shell (in the session prefix; changes are logged as context messages)."
+            ),
+        ),
+        providers_option,
         store_option,
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return mcp_options(func)
 
 
 def _system_text(system: str | None, system_file: Path | None) -> str | None:
@@ -163,8 +179,10 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
     for name in ("session_id", "provider", "model", "base_url", "system"):
         _check_utf8(opts[name], "--" + name.replace("_id", "").replace("_", "-"))
     _check_base_url(opts["base_url"])
+    specs = mcp_specs(opts["mcp_config"], opts["mcp"])  # a bad config: one line, nothing stored
     store = open_store(opts["store"])
     session, writer, resumed = open_session(store, opts["session_id"])
+    servers = None
     try:
         setup = resolve_provider(
             provider=opts["provider"],
@@ -178,6 +196,7 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
         # The store's directory is protected from the tools wherever it lies.
         protected = [store.root] if isinstance(store, JsonlStore) else []
         tools = fs_tools(opts["workspace"], protected=protected) if opts["toolset"] == "fs" else ()
+        servers = await start_mcp(specs)  # before a new session is stored: it may not start
         # A new session is stored only once the options are known to be good,
         # so a usage error (or, for run, a missing API key) leaves no empty session behind.
         if writer is None:
@@ -198,9 +217,11 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
             setup.client,
             config=setup.config,
             system=system,
-            tools=tools,
+            tools=with_mcp(tools, servers),
             writer=writer,
             check=opts["check"],
+            compaction=setup.compaction,
+            context=[RuntimeContext(cwd=opts["workspace"])] if opts["runtime_context"] else (),
         )
         for event in agent.repaired:
             if event.type == "turn/end":
@@ -210,6 +231,8 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
         finally:
             await setup.aclose()
     finally:
+        if servers is not None:
+            await servers.aclose()
         if writer is not None:
             writer.close()
 
@@ -229,12 +252,13 @@ def run_cmd(prompt: str, **opts: Any) -> None:
         # SIGTERM and SIGHUP, and then the command exits as killed by them.
         loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
         stopped = _on_stop_signals(loop, _abort_on(agent))
+        live = stdout_is_terminal()  # print the answer as it streams (see _stream_out)
         try:
-            result = await agent.run(prompt)
+            result = await stream_answer(agent, prompt, live=live)
         finally:
             for signum in (signal.SIGINT, *_STOP_SIGNALS):
                 loop.remove_signal_handler(signum)
-        _print_result(result, agent.session.id)
+        _print_result(result, agent.session.id, streamed=live)
         if stopped:
             raise click.exceptions.Exit(128 + stopped[0])  # as the shell reports a kill
         if result.reason["kind"] == "error":
@@ -346,12 +370,13 @@ def chat_cmd(**opts: Any) -> None:
                 loop.add_signal_handler(signal.SIGINT, agent.abort, "interrupt")
                 # During a turn SIGTERM and SIGHUP abort it (logged), then chat exits.
                 stopped = _on_stop_signals(loop, _abort_on(agent))
+                live = stdout_is_terminal()  # print the answer as it streams (see _stream_out)
                 try:
-                    result = await agent.run(prompt)
+                    result = await stream_answer(agent, prompt, live=live)
                 finally:
                     loop.add_signal_handler(signal.SIGINT, idle_interrupt)
                     _on_stop_signals(loop, _exit_between_turns(agent))
-                _print_result(result, agent.session.id)
+                _print_result(result, agent.session.id, streamed=live)
                 if stopped:
                     raise click.exceptions.Exit(128 + stopped[0])  # as the shell reports a kill
         finally:

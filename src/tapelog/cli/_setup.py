@@ -4,7 +4,10 @@ Provider choice: ``--provider``, else ``$TAPELOG_PROVIDER``, else (when
 resuming) the provider the session last used, else ``compatible`` when a
 ``--base-url`` is given, else the offline emulator, which the command says out
 loud. The emulator runs in-process; its cache state lives
-as long as the process.
+as long as the process. A provider is built in, a preset or registered by a
+providers file (``cli._providers``); its config is completed with its wire
+identity before anything is logged, and its context window, when registered,
+turns on automatic compaction.
 """
 
 from __future__ import annotations
@@ -16,8 +19,17 @@ from dataclasses import dataclass
 import click
 import httpx
 
+from tapelog.agent import CompactionPolicy
 from tapelog.emulator import Emulator
-from tapelog.llm import DEFAULT_MODELS, PROVIDERS, ProviderClient, make_client, resolve_api_key
+from tapelog.llm import (
+    ProviderClient,
+    complete_config,
+    default_model,
+    known_providers,
+    make_client,
+    provider_spec,
+    resolve_api_key,
+)
 from tapelog.log import LlmCallConfig, Session
 from tapelog.store import SessionStore, SessionWriter, validate_session_id
 
@@ -47,6 +59,8 @@ class ProviderSetup:
     config: LlmCallConfig
     emulator: Emulator | None
     http: httpx.AsyncClient | None
+    compaction: CompactionPolicy | None = None
+    """Automatic compaction at the provider's registered context window, if any."""
 
     async def aclose(self) -> None:
         if self.http is not None:
@@ -74,7 +88,8 @@ def resolve_provider(
                 "using the offline emulator",
                 err=True,
             )
-    if name not in PROVIDERS:
+    known = known_providers()
+    if name not in known:
         if provider:
             where = "--provider"
         elif os.environ.get("TAPELOG_PROVIDER"):
@@ -82,19 +97,23 @@ def resolve_provider(
         else:
             where = "the session's provider (pass --provider)"
         raise click.BadParameter(
-            f"{name!r} is not a known provider; use one of {', '.join(sorted(PROVIDERS))}.",
+            f"{name!r} is not a known provider; use one of {', '.join(sorted(known))}, or "
+            "register it in a providers file (--providers, $TAPELOG_PROVIDERS or "
+            "~/.config/tapelog/providers.toml; docs/providers.md).",
             param_hint=where,
         )
     if model is None:
         model = folded.model if folded is not None and folded.provider == name else None
     if model is None:
-        model = DEFAULT_MODELS.get(name)
+        model = default_model(name)
     if model is None:
         raise click.UsageError(f"provider {name!r} has no default model; pass --model")
     if folded is not None and folded.provider == name and folded.model == model:
         config = folded
     else:
-        config = LlmCallConfig(provider=name, model=model)
+        config = complete_config(LlmCallConfig(provider=name, model=model))
+    window = known[name].context_window
+    compaction = CompactionPolicy(context_window=window) if window is not None else None
     emulator: Emulator | None = None
     http: httpx.AsyncClient | None = None
     if name == "emulator" and base_url is None:
@@ -103,7 +122,9 @@ def resolve_provider(
         client = make_client(config, http_client=http)
     else:
         client = make_client(config, base_url=base_url)
-    return ProviderSetup(client=client, config=config, emulator=emulator, http=http)
+    return ProviderSetup(
+        client=client, config=config, emulator=emulator, http=http, compaction=compaction
+    )
 
 
 def check_api_key(config: LlmCallConfig, env: Mapping[str, str] | None = None) -> None:
@@ -113,7 +134,7 @@ def check_api_key(config: LlmCallConfig, env: Mapping[str, str] | None = None) -
     The key is read from the environment as the client reads it at send time;
     it is only checked here, never kept.
     """
-    spec = PROVIDERS[config.provider]
+    spec = provider_spec(config.provider)
     resolve_api_key(
         spec.name, spec.api_key_env, os.environ if env is None else env, required=spec.key_required
     )

@@ -39,7 +39,8 @@ from tapelog.cache import (
 )
 from tapelog.emulator import _openai_wire as openai
 from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Meta, parse_body
-from tapelog.emulator._script import Entry, Fault, Reply, default_reply, parse_entry
+from tapelog.emulator._options import forced_tool
+from tapelog.emulator._script import Entry, Fault, Reply, default_reply, parse_entry, with_output
 from tapelog.log import decode, encode
 
 __all__ = [
@@ -284,6 +285,8 @@ class Emulator:
         def fail(status: int, error: bytes, entry: Entry | None = None) -> Response:
             self._record(request, raw, rule, status, None, entry)
             extra = {"retry-after": "0"} if status == 429 else {}
+            if isinstance(entry, Fault):  # scripted headers (a retry-after) win
+                extra.update(entry.headers)
             return _json(status, error, {**head, **extra})
 
         body, problem = parse_body(raw)
@@ -306,7 +309,7 @@ class Emulator:
                 )
                 return fail(entry.status, error, entry)
         reply = entry if isinstance(entry, Reply) else Reply()
-        reply = _with_ids(reply, dialect.tool_id_prefix, number)
+        reply = _with_ids(with_output(reply, forced_tool(body)), dialect.tool_id_prefix, number)
         outcome = self._account(rule, prompt, reply)
         usage = dialect.usage(outcome, reply)
         meta = Meta(number, int(self._clock()), body["model"])

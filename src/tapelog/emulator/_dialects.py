@@ -22,6 +22,7 @@ from tapelog.cache import (
 )
 from tapelog.emulator import _anthropic_wire as anthropic
 from tapelog.emulator import _openai_wire as openai
+from tapelog.emulator._options import check_anthropic_tools, check_response_format
 from tapelog.emulator._render import Conversation, summarize_anthropic, summarize_openai
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream
@@ -117,7 +118,7 @@ class _OpenAi:
             problem = check_deepseek_reasoning(body)
         if problem is None:
             problem = check_openai_turns(body["messages"], deepseek=self.deepseek)
-        return problem
+        return problem or check_response_format(body, deepseek=self.deepseek)
 
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]:
         return openai_sources(body)
@@ -184,7 +185,7 @@ class _Anthropic:
         if count > _MAX_BREAKPOINTS:
             limit = _MAX_BREAKPOINTS
             return f"A maximum of {limit} blocks with cache_control may be provided. Found {count}."
-        return check_anthropic_turns(body["messages"])
+        return check_anthropic_turns(body["messages"]) or check_anthropic_tools(body)
 
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]:
         return anthropic_sources(body)

@@ -10,8 +10,9 @@ so a typo never turns into a confusing answer mid-test.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,12 +29,22 @@ __all__ = [
     "default_reply",
     "load_script",
     "parse_entry",
+    "with_output",
 ]
 
 Finish = Literal["stop", "length", "tool_calls"]
 
 _REPLY_KEYS = frozenset(
-    {"text", "reasoning", "signature", "tool_calls", "finish", "usage_output", "cut_after"}
+    {
+        "text",
+        "reasoning",
+        "signature",
+        "tool_calls",
+        "output",
+        "finish",
+        "usage_output",
+        "cut_after",
+    }
 )
 _FAULT_KEYS = frozenset({"error", "overflow", "in_stream"})
 
@@ -49,7 +60,12 @@ class ToolCallSpec:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A model answer. ``cut_after`` closes the stream after that many SSE frames."""
+    """A model answer. ``cut_after`` closes the stream after that many SSE frames.
+
+    ``output`` is a structured answer (raw JSON text) given the way the request
+    asks for it: the arguments of a call of the tool the request forces, or
+    text after ``text`` when it forces none (:func:`with_output`).
+    """
 
     text: str = ""
     reasoning: str = ""
@@ -58,6 +74,7 @@ class Reply:
     finish: Finish | None = None
     usage_output: int | None = None
     cut_after: int | None = None
+    output: str | None = None
 
     @property
     def finish_reason(self) -> Finish:
@@ -81,7 +98,11 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """An error answer: ``overflow`` is the provider's context-length error."""
+    """An error answer: ``overflow`` is the provider's context-length error.
+
+    ``headers`` are extra response headers of an HTTP error answer (lower-case
+    names), e.g. ``retry-after`` to test how a client honours it.
+    """
 
     kind: Literal["error", "overflow"]
     status: int = 400
@@ -89,6 +110,7 @@ class Fault:
     type: str | None = None
     in_stream: bool = False
     code: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 Entry = Reply | Fault
@@ -148,14 +170,45 @@ def _fault(entry: Mapping[str, Any], where: str) -> Fault:
         raise _fail(
             where, f'"error.status" must be an HTTP error status (400-599), not {status!r}.'
         )
-    unknown = set(error) - {"status", "message", "type", "code"}
+    unknown = set(error) - {"status", "message", "type", "code", "headers"}
     if unknown:
-        raise _fail(where, f'"error" takes status, message, type and code, not {sorted(unknown)}.')
+        raise _fail(
+            where,
+            f'"error" takes status, message, type, code and headers, not {sorted(unknown)}.',
+        )
     message = error.get("message", "The emulator was scripted to fail this request.")
     kind, code = error.get("type"), error.get("code")
     if not all(isinstance(v, str) for v in (message, kind or "", code or "")):
         raise _fail(where, '"error.message", "error.type" and "error.code" must be strings.')
-    return Fault("error", status, message, kind, in_stream, code)
+    headers = _headers(error.get("headers", {}), where)
+    return Fault("error", status, message, kind, in_stream, code, headers)
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")
+_FRAMING = frozenset({"content-length", "content-type", "transfer-encoding"})
+
+
+def _headers(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """``error.headers``: response header names and values that HTTP accepts."""
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise _fail(
+            where, '"error.headers" must be an object of strings, e.g. {"retry-after": "2"}.'
+        )
+    pairs: list[tuple[str, str]] = []
+    for name, text in value.items():
+        if not _HEADER_NAME.fullmatch(name) or not _HEADER_VALUE.fullmatch(text):
+            raise _fail(
+                where,
+                f"error header {name!r}: a name is letters, digits and !#$%&'*+.^_`|~-, a value "
+                "visible ASCII and spaces (no line breaks).",
+            )
+        if name.lower() in _FRAMING:
+            raise _fail(where, f"error header {name!r} is set by the emulator itself.")
+        pairs.append((name.lower(), text))
+    return tuple(pairs)
 
 
 def parse_entry(entry: Any, *, where: str = "script entry") -> Entry:
@@ -181,6 +234,9 @@ def parse_entry(entry: Any, *, where: str = "script entry") -> Entry:
         raise _fail(where, '"signature" must be a string.')
     usage = entry.get("usage_output")
     cut = entry.get("cut_after")
+    output = entry.get("output")
+    if output is not None and not isinstance(output, str):
+        raise _fail(where, '"output" must be the raw JSON text as a string, e.g. "{\\"x\\": 1}".')
     return Reply(
         text=_str(entry, "text", where),
         reasoning=_str(entry, "reasoning", where),
@@ -189,7 +245,19 @@ def parse_entry(entry: Any, *, where: str = "script entry") -> Entry:
         finish=finish,
         usage_output=None if usage is None else _count(usage, "usage_output", where),
         cut_after=None if cut is None else _count(cut, "cut_after", where),
+        output=output,
     )
+
+
+def with_output(reply: Reply, forced: str | None) -> Reply:
+    """``reply`` with its ``output`` given as the request asks: a call of the
+    ``forced`` tool with ``output`` as its arguments, else text after ``text``."""
+    if reply.output is None:
+        return reply
+    if forced is None:
+        return replace(reply, text=reply.text + reply.output, output=None)
+    call = ToolCallSpec(forced, reply.output)
+    return replace(reply, tool_calls=(*reply.tool_calls, call), output=None)
 
 
 def load_script(path: str | Path) -> list[dict[str, Any]]:

@@ -5,8 +5,9 @@ Events back; what differs is the URL, the headers and how events become
 chunks. This module owns the part that is the same: an injected
 ``httpx.AsyncClient`` (so the emulator plugs in as an ASGI transport and tests
 as ``httpx.MockTransport``), errors mapped to :class:`ProviderError` with
-status, body excerpt and request id (never the API key), and an abort that
-is raced against every read so a stop takes effect at once.
+status, body excerpt, request id (never the API key) and the delay the server
+asked for before a retry (:func:`parse_retry_after`), and an abort that is
+raced against every read so a stop takes effect at once.
 
 :func:`resolve_api_key` registers each key it reads with
 :func:`tapelog.log.register_secret`, so the key is redacted from everything
@@ -17,8 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
+import math
 import re
-from collections.abc import AsyncGenerator, Awaitable, Mapping
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from datetime import UTC
 from typing import Any, Final, TypeVar
 
 import httpx
@@ -28,7 +33,14 @@ from tapelog._errors import ContextOverflowError, JsonValueError, ProviderError
 from tapelog.llm._types import AbortHandle
 from tapelog.log import decode, redact, register_secret
 
-__all__ = ["Aborted", "error_from_response", "event_frame", "resolve_api_key", "stream_sse"]
+__all__ = [
+    "Aborted",
+    "error_from_response",
+    "event_frame",
+    "parse_retry_after",
+    "resolve_api_key",
+    "stream_sse",
+]
 
 T = TypeVar("T")
 
@@ -44,6 +56,12 @@ _OVERFLOW_MARKERS = (
 
 _KEY_CHARS: Final = re.compile(r"[\x21-\x7e]+")
 """What an API key may contain: visible ASCII, which any HTTP header accepts."""
+
+_DELAY: Final = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+"""A delay in a retry header: a non-negative decimal number (delay-seconds is an
+integer by the standard; servers and the official SDKs also use fractions)."""
+_DELAY_TEXT: Final = 64
+"""The longest retry header value read: anything longer is no delay or date."""
 
 
 class Aborted(Exception):
@@ -110,10 +128,55 @@ def _error_fields(text: str) -> tuple[str, str]:
     return "", ""
 
 
+def _delay(value: str | None) -> float | None:
+    """A non-negative, finite number of a retry header (``None``: not one)."""
+    if value is None or len(value) > _DELAY_TEXT:
+        return None
+    text = value.strip()
+    if not _DELAY.fullmatch(text):
+        return None
+    number = float(text)
+    return number if math.isfinite(number) else None
+
+
+def parse_retry_after(
+    headers: Mapping[str, str], *, now: Callable[[], float] = time.time
+) -> float | None:
+    """The delay in seconds (>= 0) a server asked for before a retry, or ``None``.
+
+    ``retry-after-ms`` (milliseconds) is read first, then ``Retry-After``: a
+    number of seconds or an HTTP date (a date already past is 0), the order
+    the official OpenAI and Anthropic SDKs use (docs/providers.md, "Retry-After").
+    The header is a hint from an untrusted server, never an error: a value
+    that is none of those (negative, not finite, garbled, overlong) is ignored.
+    ``now`` gives the current time (epoch seconds) a date is measured from.
+    """
+    millis = _delay(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
+    value = headers.get("retry-after")
+    seconds = _delay(value)
+    if seconds is not None or value is None or len(value) > _DELAY_TEXT:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+        if when.tzinfo is None:  # an HTTP date is in GMT whatever it says
+            when = when.replace(tzinfo=UTC)
+        wait = when.timestamp() - now()
+    except (ValueError, TypeError, OverflowError, IndexError):
+        return None
+    return max(0.0, wait) if math.isfinite(wait) else None
+
+
+def _seconds(delay: float) -> str:
+    return f"{round(delay, 3):g} s"
+
+
 def error_from_response(
     provider: str, status: int, text: str, headers: httpx.Headers, secret: str | None
 ) -> ProviderError:
-    """A non-2xx answer as a ProviderError (or ContextOverflowError)."""
+    """A non-2xx answer as a ProviderError (or ContextOverflowError), with the
+    delay its headers asked for before a retry (``retry_after``)."""
     request_id = headers.get("x-request-id") or headers.get("request-id")
     excerpt = _excerpt(text, secret)
     message, code = _error_fields(text)
@@ -129,12 +192,17 @@ def error_from_response(
             retryable=False,
         )
     retryable = status in (408, 409, 429) or status >= 500
-    if status == 429:
+    retry_after = parse_retry_after(headers)
+    if status == 429 and retry_after:
+        advice = f"Rate limited; the provider asks to wait {_seconds(retry_after)} before retrying."
+    elif status == 429:
         advice = "Rate limited; wait and retry, or lower the request rate."
     elif status in (401, 403):
         advice = "Check that the API key in the environment is valid for this provider."
     elif retryable:
         advice = "The provider had a server-side problem; retrying may help."
+        if retry_after:
+            advice += f" It asks to wait {_seconds(retry_after)} before retrying."
     else:
         advice = "Fix the request or the provider settings named in the message."
     return ProviderError(
@@ -143,6 +211,7 @@ def error_from_response(
         body=excerpt,
         request_id=request_id,
         retryable=retryable,
+        retry_after=retry_after,
     )
 
 

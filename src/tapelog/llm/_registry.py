@@ -1,7 +1,9 @@
-"""The provider table: name -> wire family, dialect, base URL and key variable.
+"""Wires and clients from logged configs: ``wire_for``, ``client_wire``, ``make_client``.
 
 ``wire_for(config)`` is pure and needs nothing but the logged config: it is
-what the audit path uses to rebuild request bytes from the log alone.
+what the audit path uses to rebuild request bytes from the log alone (the
+provider table and the registry are in ``_provider_registry``; a provider
+outside the built-in table has its wire identity in ``config.wire``).
 ``make_client`` adds what must never be logged (the API key, read from the
 environment at send time) and what is local to a machine (base URL, HTTP client).
 """
@@ -9,125 +11,32 @@ environment at send time) and what is local to a machine (base URL, HTTP client)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, get_args
 
 import httpx
 
 from tapelog._errors import ClientMismatchError, HeaderError, ProviderError
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
-from tapelog.llm._openai_wire import OpenAIDialect, OpenAIWire, ReasoningSendBack
+from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack
+from tapelog.llm._provider_registry import (
+    complete_config,
+    provider_spec,
+    wire_identity,
+    wire_options,
+)
 from tapelog.llm._types import ProviderClient, WireFormat
 from tapelog.log import LlmCallConfig
 from tapelog.request import LlmRequest
 
 __all__ = [
-    "DEFAULT_MODELS",
-    "PROVIDERS",
     "WIRE_OPTIONS",
-    "ProviderSpec",
     "client_wire",
     "encode_request",
     "make_client",
-    "provider_spec",
     "wire_for",
     "wire_named",
 ]
-
-EMULATOR_BASE_URL: Final = "http://emulator/v1"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProviderSpec:
-    """How to reach one provider. ``key_required=False`` sends a key only if set."""
-
-    name: str
-    family: Literal["openai", "anthropic", "local"]
-    dialect: OpenAIDialect | None
-    base_url: str | None
-    api_key_env: str | None
-    key_required: bool
-
-
-PROVIDERS: Final[Mapping[str, ProviderSpec]] = {
-    spec.name: spec
-    for spec in (
-        ProviderSpec(
-            name="anthropic",
-            family="anthropic",
-            dialect=None,
-            base_url="https://api.anthropic.com",
-            api_key_env="ANTHROPIC_API_KEY",
-            key_required=True,
-        ),
-        # Any OpenAI-compatible server (vLLM, llama.cpp, Ollama, SGLang): the
-        # base URL is required; OPENAI_API_KEY is sent when set.
-        ProviderSpec(
-            name="compatible",
-            family="openai",
-            dialect="compatible",
-            base_url=None,
-            api_key_env="OPENAI_API_KEY",
-            key_required=False,
-        ),
-        ProviderSpec(
-            name="deepseek",
-            family="openai",
-            dialect="deepseek",
-            base_url="https://api.deepseek.com",
-            api_key_env="DEEPSEEK_API_KEY",
-            key_required=True,
-        ),
-        # The in-process emulator (tapelog.emulator), reached through an ASGI
-        # transport; the host name is never resolved.
-        ProviderSpec(
-            name="emulator",
-            family="openai",
-            dialect="compatible",
-            base_url=EMULATOR_BASE_URL,
-            api_key_env=None,
-            key_required=False,
-        ),
-        ProviderSpec(
-            name="local",
-            family="local",
-            dialect="compatible",
-            base_url=None,
-            api_key_env=None,
-            key_required=False,
-        ),
-        ProviderSpec(
-            name="openai",
-            family="openai",
-            dialect="openai",
-            base_url="https://api.openai.com/v1",
-            api_key_env="OPENAI_API_KEY",
-            key_required=True,
-        ),
-    )
-}
-
-DEFAULT_MODELS: Final[Mapping[str, str]] = {
-    # Dated defaults (late 2026) for the CLI when no model is given; every
-    # request logs the model it used, so changing these never changes a log.
-    "anthropic": "claude-sonnet-4-5",
-    "deepseek": "deepseek-chat",
-    "emulator": "emulator-1",
-    "local": "smollm2-135m",
-    "openai": "gpt-4.1-mini",
-}
-
-
-def provider_spec(name: str) -> ProviderSpec:
-    """The table entry for ``name``, or a clear error naming the known providers."""
-    spec = PROVIDERS.get(name)
-    if spec is None:
-        raise HeaderError(
-            f"config.provider {name!r} is not a known provider; use one of "
-            f"{', '.join(sorted(PROVIDERS))}."
-        )
-    return spec
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -138,14 +47,15 @@ WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
 """The ``config.wire`` options each wire family reads (docs/providers.md)."""
 
 
-def _send_back(spec: ProviderSpec, options: Mapping[str, Any]) -> ReasoningSendBack | None:
-    allowed = WIRE_OPTIONS[spec.family]
+def _send_back(config: LlmCallConfig, family: str) -> ReasoningSendBack | None:
+    options = wire_options(config)
+    allowed = WIRE_OPTIONS[family]
     unknown = [k for k in options if k not in allowed]
     if unknown:
         known = ", ".join(allowed) or "none"
         raise HeaderError(
-            f"config.wire has the option {unknown[0]!r}, which the {spec.name} wire does not "
-            f"read (its options: {known})."
+            f"config.wire has the option {unknown[0]!r}, which the {config.provider} wire does "
+            f"not read (its options: {known})."
         )
     value = options.get("reasoning_send_back")
     if value is not None and value not in get_args(ReasoningSendBack):
@@ -157,18 +67,19 @@ def _send_back(spec: ProviderSpec, options: Mapping[str, Any]) -> ReasoningSendB
 
 
 def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire:
-    """The serializer for a logged config (pure: no environment, no network).
+    """The serializer for a logged config (pure: no environment, no network, no registry).
 
-    The config alone decides it: the provider's wire family and dialect, and
-    the wire options in ``config.wire``. The ``local`` provider serializes with
-    the compatible OpenAI dialect too (its client parses that body for llama.cpp).
+    The config alone decides it: the wire family and dialect (a built-in
+    provider's from its name, any other's from ``config.wire``), and the wire
+    options in ``config.wire``. The ``local`` provider serializes with the
+    compatible OpenAI dialect too (its client parses that body for llama.cpp).
     """
-    spec = provider_spec(config.provider)
-    send_back = _send_back(spec, config.wire)
-    if spec.family == "anthropic":
+    family, dialect = wire_identity(config)
+    send_back = _send_back(config, family)
+    if family == "anthropic":
         return AnthropicWire()
-    assert spec.dialect is not None
-    return OpenAIWire(dialect=spec.dialect, send_back=send_back)
+    assert dialect is not None
+    return OpenAIWire(dialect=dialect, send_back=send_back)
 
 
 _BUILT_IN_WIRES: Final = (OpenAIWire, AnthropicWire)
@@ -219,17 +130,21 @@ def encode_request(request: LlmRequest, *, wire: WireFormat | None = None) -> by
 def wire_named(name: str, config: LlmCallConfig | None = None) -> WireFormat:
     """A wire chosen by name, e.g. to show what a log's requests look like on another wire.
 
-    ``name`` is a provider name or a wire family (``openai``, ``anthropic``);
-    the ``openai`` family keeps the config's own dialect when its provider is
-    OpenAI-compatible.
+    ``name`` is a provider name (built in or registered) or a wire family
+    (``openai``, ``anthropic``); the ``openai`` family keeps the config's own
+    dialect when its provider is OpenAI-compatible.
     """
     if name == "anthropic":
         return AnthropicWire()
     if name == "openai" and config is not None:
-        spec = PROVIDERS.get(config.provider)
-        if spec is not None and spec.family != "anthropic":
+        try:
+            family, _ = wire_identity(config)
+        except HeaderError:
+            family = "anthropic"  # a config with no known wire: the plain openai dialect
+        if family != "anthropic":
             return wire_for(config)
-    return wire_for(LlmCallConfig(provider=name, model=config.model if config else "-"))
+    named = LlmCallConfig(provider=name, model=config.model if config else "-")
+    return wire_for(complete_config(named))
 
 
 def _default_http() -> httpx.AsyncClient:
@@ -254,15 +169,19 @@ def make_client(
 ) -> ProviderClient:
     """A streaming client for ``config.provider``.
 
-    ``base_url`` overrides the table's default (required for ``compatible``);
-    ``http_client`` is injected for the emulator (ASGI transport) and tests
+    ``config.provider`` is built in, a preset or registered (its wire is the
+    completed config's, :func:`complete_config`). ``base_url`` overrides the
+    table's default (required for ``compatible``); ``http_client`` is
+    injected for the emulator (ASGI transport) and tests
     (``httpx.MockTransport``), else one is created (for ``emulator`` without a
     base URL: a fresh in-process emulator); ``env`` replaces
     ``os.environ`` as the source of API keys. ``options`` go to the ``local``
     provider (model path, context size, threads).
     """
     spec = provider_spec(config.provider)
-    if spec.family == "local":
+    config = complete_config(config)
+    family, _ = wire_identity(config)
+    if family == "local":
         from tapelog.llm._local import LocalClient  # lazy: llama.cpp is optional
 
         client: ProviderClient = LocalClient(config=options)
@@ -279,7 +198,7 @@ def make_client(
         http = _in_process_emulator()
     else:
         http = _default_http()
-    if spec.family == "anthropic":
+    if family == "anthropic":
         return AnthropicClient(
             http_client=http,
             base_url=url,

@@ -126,12 +126,14 @@ def summary_request(
 
     Same system, tools, prefix and messages in the same order, so the request
     is a prefix of the loop's own requests and reuses their cached prefix; only
-    ``max_tokens`` differs. ``nodes`` is the projection at the ``compact/start``
-    that logged ``region``, ``instruction`` and ``max_tokens``.
+    ``max_tokens`` differs, and the body fields that would force a JSON answer
+    or a tool call are left out (:func:`_free_text`). ``nodes`` is the
+    projection at the ``compact/start`` that logged ``region``, ``instruction``
+    and ``max_tokens``.
     """
     shadowed = set(region)
     kept = [(seq, m) for seq, m in nodes if seq in shadowed]
-    config = header.config.replace(max_tokens=max_tokens)
+    config = _free_text(header.config).replace(max_tokens=max_tokens)
     ask = instruction_message(instruction)
     return LlmRequest(
         header=EpochHeader(
@@ -143,6 +145,28 @@ def summary_request(
         boundary_seq=anchor_seq,
         one_shot=True,
     )
+
+
+def _forces(choice: Any) -> bool:
+    """Whether a ``tool_choice`` forces a tool call (OpenAI ``required`` or a named
+    function; Anthropic ``any`` or a named tool), rather than allowing or forbidding one."""
+    kind = choice.get("type") if isinstance(choice, Mapping) else choice
+    return kind in ("required", "any", "tool", "function")
+
+
+def _free_text(config: LlmCallConfig) -> LlmCallConfig:
+    """``config`` without the body fields that force the answer's shape.
+
+    A summary is free text: a ``response_format`` or a forcing ``tool_choice``
+    (what a structured turn adds, docs/providers.md "Structured output") would
+    make it JSON or a tool call. Unchanged (the same object) when it has none.
+    """
+    extras = config.extras
+    dropped = [k for k in ("response_format", "tool_choice") if k in extras]
+    dropped = [k for k in dropped if k == "response_format" or _forces(extras[k])]
+    if not dropped:
+        return config
+    return config.replace(extras={k: v for k, v in extras.items() if k not in dropped})
 
 
 def compaction_inputs(data: Mapping[str, Any]) -> tuple[list[int], str, int] | None:
