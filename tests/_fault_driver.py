@@ -72,6 +72,16 @@ def main() -> None:
     # Import everything a run needs before forking, so a child starts at once.
     for module in ("tapelog.cli", "tapelog.emulator", "tapelog.store", "httpx"):
         importlib.import_module(module)
+    # ...and warm what a run loads lazily on its first use (pydantic's schema
+    # machinery for the fs tools, the TLS context of an HTTP client, anyio's
+    # asyncio backend), none of which starts a thread.
+    from tapelog.agent import fs_tools
+
+    fs_tools(workspace)
+    importlib.import_module("anyio._backends._asyncio")
+    import httpx
+
+    httpx.AsyncClient()
     rng = random.Random(seed)
     report_fd = os.open(report, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     ids = [f"fault-{i:02d}" for i in range(sessions)]
@@ -79,10 +89,19 @@ def main() -> None:
     killed = 0
     started = time.monotonic()
     number = 0
+    # Calibrate the kill window on this machine, now: how long a whole run takes
+    # (start, turn, end) depends on the machine and its load, and kills must land
+    # inside turns, not only before them.
+    spans = []
+    for session_id in ids[:2]:
+        number += 1
+        trials.append(_trial(session_id, number, rng, port, workspace, report_fd, True))
+        spans.append(trials[-1]["seconds"])
+    span = max(0.2, min(spans))
     while killed < kills:
         session_id = ids[number % sessions]
         number += 1
-        trials.append(_trial(session_id, number, rng, port, workspace, report_fd, False))
+        trials.append(_trial(session_id, number, rng, port, workspace, report_fd, False, span))
         killed += trials[-1]["killed"]
         if time.monotonic() - started > 240:
             break
@@ -101,6 +120,7 @@ def _trial(
     workspace: str,
     report_fd: int,
     final: bool,
+    span: float = 0.3,
 ) -> dict[str, Any]:
     args = [
         "run",
@@ -123,15 +143,16 @@ def _trial(
     pid = os.fork()
     if pid == 0:
         _child(args, report_fd, log_path)
-    # A forked child reaches its turn after about 0.13 s and ends it by about
-    # 0.3 s: a quarter of the kills land while it starts (create, open, repair),
-    # the rest inside the turn (requests, flushes, tools, its end).
+    # A forked child reaches its turn after about 40% of a whole run (``span``,
+    # measured at the start): a quarter of the kills land while it starts
+    # (create, open, repair), the rest inside the turn (requests, flushes,
+    # tools, its end).
     if final:
         delay = None
     elif rng.random() < 0.25:
-        delay = rng.uniform(0.0, 0.13)
+        delay = rng.uniform(0.0, 0.4 * span)
     else:
-        delay = rng.uniform(0.13, 0.33)
+        delay = rng.uniform(0.4 * span, 1.05 * span)
     deadline = time.monotonic() + (60 if delay is None else delay)
     status = None
     while status is None and time.monotonic() < deadline:
