@@ -59,8 +59,16 @@ async def test_diff_prints_text_and_json(tmp_path: Path) -> None:
     assert code == 0
     data = decode(out)
     assert list(data) == ["session", "a", "b", "header", "messages"]
-    assert list(data["header"]) == ["config", "tools", "system", "prefix", "seqs"]
-    assert list(data["messages"]) == ["common", "replaced", "appended", "dropped", "seqs"]
+    assert list(data["header"]) == ["config", "tools", "system", "system_change", "prefix", "seqs"]
+    assert list(data["messages"]) == [
+        "common",
+        "replaced",
+        "appended",
+        "dropped",
+        "edits",
+        "edits_total",
+        "seqs",
+    ]
     assert data["header"]["tools"]["added"] == ["shout"]
 
 

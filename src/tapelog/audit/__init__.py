@@ -13,8 +13,11 @@ from tapelog.audit._cache_report import (
     cache_report,
 )
 from tapelog.audit._diff import HeaderDiff, MessagesDiff, RequestDiff, header_diff, request_diff
+from tapelog.audit._edits import MessageChange
+from tapelog.audit._history_edits import HistoryChanges, history_changes
 from tapelog.audit._report_html import render_report
 from tapelog.audit._report_views import header_change
+from tapelog.audit._sentences import edit_sentence, header_sentence
 from tapelog.checker import check_enabled, check_request
 from tapelog.llm import encode_request
 from tapelog.request import RebuiltRequest, build_request, rebuild_request_at, rebuild_requests
@@ -24,6 +27,8 @@ __all__ = [
     "CacheReport",
     "CacheTotals",
     "HeaderDiff",
+    "HistoryChanges",
+    "MessageChange",
     "MessagesDiff",
     "RebuiltRequest",
     "RequestCache",
@@ -32,9 +37,12 @@ __all__ = [
     "cache_report",
     "check_enabled",
     "check_request",
+    "edit_sentence",
     "encode_request",
     "header_change",
     "header_diff",
+    "header_sentence",
+    "history_changes",
     "rebuild_request_at",
     "rebuild_requests",
     "render_report",

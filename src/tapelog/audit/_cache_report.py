@@ -16,9 +16,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tapelog.audit._diff import HeaderDiff, header_diff, replacement_kind, tool_marks
+from tapelog.audit._diff import (
+    HeaderDiff,
+    header_diff,
+    is_client_edit,
+    replacement_kind,
+    tool_marks,
+)
+from tapelog.audit._history_edits import history_changes
 from tapelog.audit._refs import RequestRef
 from tapelog.audit._segments import SegmentRenderer
+from tapelog.audit._sentences import cause_sentence, duration
 from tapelog.cache import (
     PrefixStore,
     Prompt,
@@ -29,7 +37,7 @@ from tapelog.cache import (
     provider_cache,
 )
 from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, Session, paused_gc
+from tapelog.log import Event, History, Session, paused_gc
 from tapelog.request import WalkedRequest, reading_seq, request_fields, walk_requests
 
 __all__ = ["CacheCause", "CacheReport", "CacheTotals", "RequestCache", "cache_report"]
@@ -41,7 +49,8 @@ class CacheCause:
 
     kind: str
     """One of ``header-delta``, ``header-fallback``, ``resume-drift``,
-    ``compaction``, ``trim``, ``new-process``, ``idle-gap``, ``unexplained``."""
+    ``client-edit``, ``compaction``, ``trim``, ``new-process``, ``idle-gap``,
+    ``unexplained`` (docs/cli.md, "tapelog cache")."""
     seqs: tuple[int, ...]
     detail: Mapping[str, Any] = field(default_factory=dict)
 
@@ -55,6 +64,8 @@ class CacheCause:
             return "fallback: " + _header_label(d)
         if self.kind == "resume-drift":
             return "resume drift: " + ", ".join(d.get("fields", ()))
+        if self.kind == "client-edit":
+            return f"client edit: message {d.get('message')} ({d.get('what')})"
         if self.kind == "compaction":
             return f"compaction {d.get('id') or '?'}"
         if self.kind == "trim":
@@ -63,29 +74,23 @@ class CacheCause:
         if self.kind == "new-process":
             return f"new process ({d.get('provider')} cache is per process)"
         if self.kind == "idle-gap":
-            return f"idle {_duration(d.get('gap_ms', 0))} > {_duration(d.get('lifetime_ms', 0))}"
+            return f"idle {duration(d.get('gap_ms', 0))} > {duration(d.get('lifetime_ms', 0))}"
         return self.kind
+
+    @property
+    def sentence(self) -> str:
+        """The cause as a sentence a person can act on (``_sentences``)."""
+        return cause_sentence(self.kind, self.detail, self.seqs)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "seqs": list(self.seqs), "detail": dict(self.detail)}
-
-
-def _duration(ms: int) -> str:
-    seconds = int(ms) // 1000
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s" if seconds else f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def _header_label(detail: Mapping[str, Any]) -> str:
     parts: list[str] = []
     config = detail.get("config") or {}
     if config:
-        parts.append("config " + ",".join(config))
+        parts.append("config " + ", ".join(config))
     lines = detail.get("system_lines", 0)
     if lines:
         parts.append(f"system {lines} line{'s' if lines != 1 else ''}")
@@ -107,6 +112,7 @@ def _header_detail(diff: HeaderDiff) -> dict[str, Any]:
         "config": data["config"],
         "tools": data["tools"],
         "system_lines": diff.system_lines,
+        "system_change": data["system_change"],
         "prefix": data["prefix"],
     }
 
@@ -201,7 +207,7 @@ class _Seen:
         return prompt.ends[hit] if hit >= 0 else 0
 
 
-def _log_causes(request: WalkedRequest) -> list[CacheCause]:
+def _log_causes(request: WalkedRequest, previous: _Previous | None) -> list[CacheCause]:
     """What the log changed between the previous request and this one."""
     causes: list[CacheCause] = []
     for change in request.changes:
@@ -220,6 +226,9 @@ def _log_causes(request: WalkedRequest) -> list[CacheCause]:
             causes.append(
                 CacheCause(kind="resume-drift", seqs=(event.seq,), detail=_header_detail(diff))
             )
+    edit = _client_edit(request, previous)
+    if edit is not None:
+        causes.append(edit)
     causes.extend(_compactions(request))
     trims = [e for e in request.replaces if replacement_kind(e) == "trim"]
     if trims:
@@ -233,6 +242,33 @@ def _log_causes(request: WalkedRequest) -> list[CacheCause]:
     return causes
 
 
+_OTHERS_KEPT = 9
+
+
+def _client_edit(request: WalkedRequest, previous: _Previous | None) -> CacheCause | None:
+    """Messages a client sent differently than before, compared with the previous request.
+
+    The replacing events are the ``seqs``; ``detail`` is the first changed
+    message (:class:`tapelog.audit._edits.MessageChange` as JSON), ``changed``
+    the number of changed messages and ``others`` the next ones (at most 9).
+    """
+    replacing = [e for e in request.replaces if is_client_edit(e)]
+    if not replacing or previous is None:
+        return None
+    found = history_changes(
+        previous.nodes,
+        request.nodes,
+        old_base=previous.prefix,
+        new_base=len(request.header.prefix),
+        limit=1 + _OTHERS_KEPT,
+    )
+    if not found.changes:
+        return None
+    first, *others = found.changes
+    detail = {**first.to_json(), "changed": found.total, "others": [c.to_json() for c in others]}
+    return CacheCause(kind="client-edit", seqs=tuple(e.seq for e in replacing), detail=detail)
+
+
 def _replaced(event: Event) -> int | None:
     op = event.surface_op
     return int(op["start"]) if isinstance(op, Mapping) else None
@@ -243,13 +279,9 @@ def _compactions(request: WalkedRequest) -> list[CacheCause]:
     replacing: dict[str, Event] = {}
     for event in request.compaction:
         by_id.setdefault(str(event.data.get("id")), []).append(event)
-    others: list[Event] = []
     for event in request.replaces:
-        kind = replacement_kind(event)
-        if kind == "compaction":
+        if replacement_kind(event) == "compaction":
             replacing[str(event.data["source"].get("id"))] = event
-        elif kind == "replace":
-            others.append(event)
     causes: list[CacheCause] = []
     for cid in sorted(set(by_id) | set(replacing), key=lambda c: _first_seq(by_id, replacing, c)):
         if cid not in replacing:
@@ -264,9 +296,6 @@ def _compactions(request: WalkedRequest) -> list[CacheCause]:
         causes.append(
             CacheCause(kind="compaction", seqs=tuple(e.seq for e in events), detail=detail)
         )
-    for event in others:
-        detail = {"id": None, "replacing_seq": event.seq, "source": event.type}
-        causes.append(CacheCause(kind="compaction", seqs=(event.seq,), detail=detail))
     return causes
 
 
@@ -283,6 +312,10 @@ class _Previous:
     last_key: str | None
     end_time: int
     """When the previous request's answer was logged (epoch ms)."""
+    nodes: History
+    """Its history (an O(1) view), to compare what a client sent again."""
+    prefix: int
+    """How many prefix messages came before that history."""
 
 
 def cache_report(
@@ -342,9 +375,12 @@ def _audit_one(
         len(segments) >= previous.length
         and (previous.length == 0 or segments[previous.length - 1].key == previous.last_key)
     )
-    row = _row(request, rule, _counts(usage, outcome.prompt, outcome.read, shared), extends, reset)
+    counts = _counts(usage, outcome.prompt, outcome.read, shared)
+    row = _row(request, previous, rule, counts, extends, reset)
     end = message.time if message is not None else request.time
-    return row, _Previous(len(segments), segments[-1].key if segments else None, end)
+    last = segments[-1].key if segments else None
+    prefix = len(request.header.prefix)
+    return row, _Previous(len(segments), last, end, request.nodes, prefix)
 
 
 def _reset_cause(request: WalkedRequest, previous: _Previous | None) -> CacheCause | None:
@@ -400,6 +436,7 @@ def _counts(
 
 def _row(
     request: WalkedRequest,
+    previous: _Previous | None,
     rule: Rule,
     counts: _Counts,
     extends: bool,
@@ -407,7 +444,7 @@ def _row(
 ) -> RequestCache:
     causes: list[CacheCause] = []
     if not extends:
-        causes = _log_causes(request)
+        causes = _log_causes(request, previous)
         if not causes:
             causes.append(
                 CacheCause(kind="unexplained", seqs=(), detail={"reason": "prefix changed"})

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tapelog._errors import LogError
+from tapelog.audit._edits import MessageChange
+from tapelog.audit._header_changes import (
+    SystemChange,
+    ToolMove,
+    config_changes,
+    system_change,
+    tool_positions,
+)
+from tapelog.audit._history_edits import history_changes
 from tapelog.audit._refs import RequestRef
-from tapelog.log import EpochHeader, Event, Session, encode
+from tapelog.log import EpochHeader, Event, History, Session, encode
 from tapelog.request import HeaderChange, WalkedRequest, request_fields, walk_requests
 
 __all__ = [
@@ -28,6 +37,7 @@ __all__ = [
     "RequestDiff",
     "RequestSummary",
     "header_diff",
+    "is_client_edit",
     "replacement_kind",
     "request_diff",
     "tool_marks",
@@ -39,7 +49,8 @@ class HeaderDiff:
     """Field-by-field differences between two request headers (empty: equal)."""
 
     config: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
-    """Config keys whose value differs: ``key -> (old, new)`` (``None`` = unset)."""
+    """Config values that differ: ``key -> (old, new)`` (``None`` = unset); ``extras``
+    and ``wire`` key by key (``extras.response_format``)."""
     tools_added: tuple[str, ...] = ()
     tools_removed: tuple[str, ...] = ()
     tools_changed: tuple[str, ...] = ()
@@ -50,6 +61,16 @@ class HeaderDiff:
     """Lines removed plus lines added."""
     prefix: tuple[int, int] | None = None
     """``(old count, new count)`` of prefix messages when the prefix changed."""
+    tools_added_at: Mapping[str, int] = field(default_factory=dict)
+    """Each added tool's 1-based position in the new tool list."""
+    tools_at_end: bool = False
+    """Every added tool comes after every tool sent before (appended, not inserted)."""
+    tools_changed_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per changed tool, the top-level schema keys that differ."""
+    tools_moved: ToolMove | None = None
+    """For a reorder: the first position where another tool now stands."""
+    system_change: SystemChange | None = None
+    """Which system prompt lines changed, and how (``None``: unchanged)."""
 
     @property
     def empty(self) -> bool:
@@ -82,8 +103,13 @@ class HeaderDiff:
                 "removed": list(self.tools_removed),
                 "changed": list(self.tools_changed),
                 "reordered": self.tools_reordered,
+                "added_at": dict(self.tools_added_at),
+                "at_end": self.tools_at_end,
+                "changed_keys": {k: list(v) for k, v in self.tools_changed_keys.items()},
+                "moved": None if self.tools_moved is None else self.tools_moved.to_json(),
             },
             "system": list(self.system),
+            "system_change": None if self.system_change is None else self.system_change.to_json(),
             "prefix": None
             if self.prefix is None
             else {"old": self.prefix[0], "new": self.prefix[1]},
@@ -100,11 +126,8 @@ def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:
     """Compare two headers (``old=None``: everything in ``new`` is new)."""
     old_config = dict(old.config.to_json()) if old is not None else {}
     new_config = dict(new.config.to_json())
-    config = {
-        key: (old_config.get(key), new_config.get(key))
-        for key in sorted(set(old_config) | set(new_config), key=_config_order)
-        if encode(old_config.get(key)) != encode(new_config.get(key))
-    }
+    changes = config_changes(old_config, new_config)
+    config = {key: changes[key] for key in sorted(changes, key=_config_order)}
     old_tools = {t["name"]: t for t in old.tools} if old is not None else {}
     new_tools = {t["name"]: t for t in new.tools}
     common_old = [n for n in old_tools if n in new_tools]
@@ -117,6 +140,7 @@ def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:
     )
     counted = [ln for ln in system[2:] if ln[:1] in "+-"]
     old_prefix = list(old.prefix) if old is not None else []
+    places = tool_positions(old.tools if old is not None else (), new.tools)
     return HeaderDiff(
         config=config,
         tools_added=tuple(n for n in new_tools if n not in old_tools),
@@ -128,6 +152,11 @@ def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:
         prefix=None
         if encode(old_prefix) == encode(list(new.prefix))
         else (len(old_prefix), len(new.prefix)),
+        tools_added_at=places.added_at,
+        tools_at_end=places.at_end,
+        tools_changed_keys=places.changed_keys,
+        tools_moved=places.moved,
+        system_change=system_change(old, new) if old is not None else None,
     )
 
 
@@ -135,7 +164,8 @@ _CONFIG_ORDER = ("provider", "model", "max_tokens", "temperature", "top_p", "see
 
 
 def _config_order(key: str) -> tuple[int, str]:
-    return (_CONFIG_ORDER.index(key) if key in _CONFIG_ORDER else len(_CONFIG_ORDER), key)
+    base = key.split(".", 1)[0]
+    return (_CONFIG_ORDER.index(base) if base in _CONFIG_ORDER else len(_CONFIG_ORDER), key)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +192,11 @@ class MessagesDiff:
     """Seqs of B's history nodes appended after A's boundary."""
     dropped: tuple[int, ...]
     """A's nodes after the common prefix that B no longer shows."""
+    edits: tuple[MessageChange, ...] = ()
+    """What a client changed in messages it sent again (replaces other than
+    compaction and trimming), message by message (:mod:`._edits`), at most 50."""
+    edits_total: int = 0
+    """How many messages the client changed (``edits`` shows the first 50)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -169,6 +204,8 @@ class MessagesDiff:
             "replaced": [r.to_json() for r in self.replaced],
             "appended": list(self.appended),
             "dropped": list(self.dropped),
+            "edits": [e.to_json() for e in self.edits],
+            "edits_total": self.edits_total,
         }
 
 
@@ -221,6 +258,15 @@ def replacement_kind(event: Event) -> str:
     return "replace"
 
 
+_EDITS_SHOWN = 50
+
+
+def is_client_edit(event: Event) -> bool:
+    """A replacing surface event that is neither a compaction summary nor a trim:
+    in a proxied session, a client that sent an earlier message differently."""
+    return isinstance(event.surface_op, Mapping) and replacement_kind(event) == "replace"
+
+
 def request_diff(
     events: Session | Sequence[Event], a: int, b: int, *, session_id: str | None = None
 ) -> RequestDiff:
@@ -228,7 +274,7 @@ def request_diff(
     if isinstance(events, Session):
         session_id = session_id or events.id
     log: Sequence[Event] = events.events if isinstance(events, Session) else events
-    found: dict[int, tuple[RequestSummary, EpochHeader, list[int]]] = {}
+    found: dict[int, tuple[RequestSummary, EpochHeader, History]] = {}
     changes: list[HeaderChange] = []
     between: list[Event] = []
     count = 0
@@ -241,11 +287,7 @@ def request_diff(
             between.extend(request.replaces)
             between.extend(log[s] for s in request.appended)
         if request.index in (a, b):
-            found[request.index] = (
-                _summary(request),
-                request.header,
-                [s for s, _ in request.nodes],
-            )
+            found[request.index] = (_summary(request), request.header, request.nodes)
     for n in (a, b):
         if n not in found and count == 0:
             raise LogError(
@@ -258,8 +300,13 @@ def request_diff(
                 f"give indexes from 1 to {count} (see `tapelog requests`)."
             )
     # With A after B the same events lie between them; the diff still reads A -> B.
-    (sa, ha, seqs_a), (sb, hb, seqs_b) = found[a], found[b]
-    messages = _messages_diff(seqs_a, seqs_b, between)
+    (sa, ha, nodes_a), (sb, hb, nodes_b) = found[a], found[b]
+    messages = _messages_diff([s for s, _ in nodes_a], [s for s, _ in nodes_b], between)
+    if any(is_client_edit(e) for e in between):
+        found_edits = history_changes(
+            nodes_a, nodes_b, old_base=len(ha.prefix), new_base=len(hb.prefix), limit=_EDITS_SHOWN
+        )
+        messages = replace(messages, edits=found_edits.changes, edits_total=found_edits.total)
     explaining = {e.seq for e in between if e.type.startswith("compact/")}
     explaining.update(r.by for r in messages.replaced)
     explaining.update(messages.appended)

@@ -32,6 +32,7 @@ _CAUSE_TEXT = {
     "header-delta": "header delta (system, tools or config changed)",
     "header-fallback": "header fallback snapshot",
     "resume-drift": "resume with a different header",
+    "client-edit": "the client sent an earlier message differently",
     "compaction": "compaction rewrote the history",
     "trim": "tool results trimmed",
     "new-process": "a new process: the provider's cache lives in the process and starts empty",
@@ -82,9 +83,13 @@ def _seqs_note(seqs: Sequence[int]) -> str:
     return f" ({noun} {', '.join(str(s) for s in seqs)})"
 
 
-def _breaks_table(requests: Sequence[Mapping[str, Any]], labels: Sequence[list[str]]) -> str:
+def _breaks_table(
+    requests: Sequence[Mapping[str, Any]],
+    labels: Sequence[list[str]],
+    sentences: Sequence[list[str]],
+) -> str:
     rows = []
-    for request, names in zip(requests, labels, strict=True):
+    for request, names, said in zip(requests, labels, sentences, strict=True):
         if not request["drop"] and not request["causes"]:
             continue
         causes = "; ".join(
@@ -97,12 +102,14 @@ def _breaks_table(requests: Sequence[Mapping[str, Any]], labels: Sequence[list[s
             f'<td class="num">{request["prompt_tokens"]:,}</td>'
             f'<td class="num">{request["cached_reported"]:,}</td>'
             f'<td class="num">{request["cached_expected"]:,}</td>'
-            f"<td>{escape(causes or 'none')}</td></tr>"
+            f"<td>{escape(causes or 'none')}</td>"
+            f'<td class="why">{"".join(f"<div>{escape(s)}</div>" for s in said)}</td></tr>'
         )
     if not rows:
         return '<p class="empty">No cache breaks: every request reused the one before.</p>'
     head = "".join(
-        f"<th>{h}</th>" for h in ("request", "turn.step", "prompt", "cached", "expected", "cause")
+        f"<th>{h}</th>"
+        for h in ("request", "turn.step", "prompt", "cached", "expected", "cause", "what happened")
     )
     body = "".join(rows)
     return f'<table class="breaks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -171,7 +178,9 @@ def render_report(session: Session, *, text_limit: int = 4000) -> str:
         "header": _header(session, report),
         "chart": chart_svg(bars),
         "legend": legend_html(kinds, any(b.expected not in (None, b.cached) for b in bars)),
-        "breaks": _breaks_table(requests, labels),
+        "breaks": _breaks_table(
+            requests, labels, [[c.sentence for c in row.causes] for row in audit.requests]
+        ),
         "timeline": timeline_html(events, {r.boundary_seq: r.index for r in rebuilt}),
         "requests": requests_html(
             rebuilt,

@@ -11,10 +11,19 @@ import os
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from tapelog.audit import CacheReport, RequestDiff, cache_report, request_diff
+from tapelog.audit import (
+    CacheReport,
+    RequestDiff,
+    cache_report,
+    edit_sentence,
+    header_sentence,
+    request_diff,
+)
 from tapelog.cli._common import store_option
 from tapelog.cli._store_cmds import load_target
+from tapelog.cli._terminal import terminal_text
 from tapelog.log import encode
 
 __all__ = ["COMMANDS"]
@@ -57,9 +66,26 @@ def cache_table(report: CacheReport) -> Table:
             f"{row.cached_reported:,}",
             f"{row.cached_expected:,}",
             f"{row.shared_prefix_tokens:,}",
-            (f"drop: {causes}" if causes else "drop") if row.drop else "",
+            # Log text (tool names, ids): cleaned, and never read as Rich markup.
+            Text(terminal_text((f"drop: {causes}" if causes else "drop") if row.drop else "")),
         )
     return table
+
+
+def cache_breaks_text(report: CacheReport) -> str:
+    """Each cause of each drop as a sentence, request by request (after the table)."""
+    lines: list[str] = []
+    for row in report.requests:
+        for cause in row.causes:
+            seqs = ", ".join(map(str, cause.seqs))
+            where = f" [seq {seqs}]" if len(cause.seqs) == 1 else f" [seqs {seqs}]"
+            lines.append(
+                f"#{row.index} (turn {row.turn} step {row.step}): {cause.sentence}"
+                + (where if cause.seqs else "")
+            )
+    if not lines:
+        return ""
+    return terminal_text("\n".join(["cache breaks:", *(f"  {line}" for line in lines)]))
 
 
 @click.command("cache")
@@ -73,7 +99,20 @@ def cache_cmd(target: str, store: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(encode(report.to_json()).decode("utf-8"))
         return
-    _console().print(cache_table(report))
+    console = _console()
+    console.print(cache_table(report))
+    breaks = cache_breaks_text(report)
+    if breaks:
+        console.print(Text(breaks), soft_wrap=True)
+
+
+_VALUE_CHARS = 200
+
+
+def _bounded(value: object) -> str:
+    """A config value as JSON, cut to 200 characters (extras may hold whole schemas)."""
+    text = encode(value).decode()
+    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
 
 
 def diff_text(diff: RequestDiff) -> str:
@@ -90,14 +129,20 @@ def diff_text(diff: RequestDiff) -> str:
     else:
         lines.append(f"header: changed (explained by seqs {seqs})")
         for key, (old, new) in header.config.items():
-            lines.append(f"  config.{key}: {encode(old).decode()} -> {encode(new).decode()}")
+            lines.append(f"  config.{key}: {_bounded(old)} -> {_bounded(new)}")
         for label, names in (
             ("added", header.tools_added),
             ("removed", header.tools_removed),
             ("changed", header.tools_changed),
         ):
             if names:
-                lines.append(f"  tools {label}: {', '.join(names)}")
+                where = ""
+                if label == "added" and header.tools_at_end:
+                    where = " (at the end)"
+                elif label == "added":
+                    positions = ", ".join(str(header.tools_added_at[n]) for n in names)
+                    where = f" (at position {positions})"
+                lines.append(f"  tools {label}: {', '.join(names)}{where}")
         if header.tools_reordered:
             lines.append("  tools reordered")
         if header.system:
@@ -105,6 +150,8 @@ def diff_text(diff: RequestDiff) -> str:
             lines.extend(f"    {line}" for line in header.system)
         if header.prefix is not None:
             lines.append(f"  prefix: {header.prefix[0]} -> {header.prefix[1]} message(s)")
+        words = header_sentence({**header.to_json(), "system_lines": header.system_lines})
+        lines.append(f"  in short: {words}")
     messages = diff.messages
     lines.append(
         f"messages: {a.messages} -> {b.messages}; {messages.common} history message(s) in common"
@@ -116,6 +163,11 @@ def diff_text(diff: RequestDiff) -> str:
         lines.append(f"  appended: seqs {', '.join(map(str, messages.appended))}")
     if messages.dropped:
         lines.append(f"  no longer shown: seqs {', '.join(map(str, messages.dropped))}")
+    if messages.edits:
+        lines.append("  sent differently by the client:")
+        lines.extend(f"    {edit_sentence(e.to_json())}" for e in messages.edits)
+        if messages.edits_total > len(messages.edits):
+            lines.append(f"    ... {messages.edits_total - len(messages.edits)} more")
     if not (messages.replaced or messages.appended or messages.dropped):
         lines.append("  history unchanged")
     return "\n".join(lines)
@@ -134,7 +186,7 @@ def diff_cmd(target: str, a: int, b: int, store: str | None, as_json: bool) -> N
     if as_json:
         click.echo(encode(diff.to_json()).decode("utf-8"))
         return
-    click.echo(diff_text(diff))
+    click.echo(terminal_text(diff_text(diff)))
 
 
 COMMANDS: list[click.Command] = [cache_cmd, diff_cmd]
