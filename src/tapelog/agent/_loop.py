@@ -27,6 +27,13 @@ from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compac
 from tapelog.agent._flushing import flush_off_loop
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, text_blocks
 from tapelog.agent._output import OutputRun, OutputType, shape_request
+from tapelog.agent._reply import (
+    ReplySources,
+    StepRef,
+    log_attempt_error,
+    log_reply,
+    send_with_retries,
+)
 from tapelog.agent._runtime_context import ContextSource, ContextWatcher
 from tapelog.agent._step_end import close_step
 from tapelog.agent._stream import StreamEvent, stream_turn
@@ -52,7 +59,6 @@ from tapelog.llm import (
     BodyCache,
     LlmRequest,
     ProviderClient,
-    assemble_message,
     client_wire,
     complete_config,
     estimate_tokens,
@@ -61,7 +67,6 @@ from tapelog.llm import (
 from tapelog.log import (
     EpochHeader,
     Event,
-    FrozenDict,
     FrozenList,
     HeaderRecorder,
     LlmCallConfig,
@@ -130,7 +135,7 @@ class Agent:
         self._turn_task: asyncio.Task[Any] | None = None  # the task running this agent's turn
         self._last_result: TurnResult | None = None  # of the last turn that logged its end
         self._sync = SyncRunner()  # run_sync's private event loop
-        self._sources: dict[tuple[str, str], FrozenDict] = {}
+        self._replies = ReplySources()
         # Reuse the client's per-node cache when it has one: one encode per node.
         cache = getattr(client, "cache", None)
         self._body_cache = cache if isinstance(cache, BodyCache) else BodyCache()
@@ -299,7 +304,7 @@ class Agent:
                 if overflowed or not self.compaction.on_overflow:
                     raise
                 overflowed = True
-                self._log_attempt_error(turn, step, exc, attempt=1, overflow=True)
+                log_attempt_error(StepRef(self.session, turn, step), exc, attempt=1, overflow=True)
                 self._close_step()
                 result = await self.compact(trigger="overflow", turn=turn)
                 if not result.ok:
@@ -432,109 +437,11 @@ class Agent:
         if handle.aborted:
             self._close_step(sent=False, error="aborted before the request was sent")
             raise Aborted()
-        chunks = await self._stream(turn, step, request, body, handle)
-        return self._log_message(turn, step, request, chunks, handle)
-
-    async def _stream(
-        self, turn: int, step: int, request: LlmRequest, body: bytes, handle: AbortHandle
-    ) -> list[FrozenDict]:
-        """Send (retrying what may be retried), logging every chunk; the last attempt's."""
-        attempt = 0
-        while True:
-            attempt += 1
-            chunks: list[FrozenDict] = []
-            try:
-                # The bytes the checker compared are the bytes sent.
-                async for chunk in self.client.stream(request, abort=handle, body=body):
-                    self.session.append(
-                        "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
-                    )
-                    chunks.append(chunk)
-                    if handle.aborted:
-                        break
-            except ProviderError as exc:
-                if handle.aborted:
-                    return chunks
-                if not exc.retryable or attempt >= self.retry.max_attempts:
-                    # The step's one assistant/message will be an empty,
-                    # interrupted one (what a failed attempt streamed stays in
-                    # its chunks): see _close_step.
-                    raise
-                if self.retry.refuses(exc):  # a Retry-After longer than the policy waits
-                    raise self.retry.refused(exc) from exc
-                delay = self.retry.delay(attempt, exc.retry_after)
-                self._log_attempt_error(turn, step, exc, attempt=attempt, retry_in=delay)
-                await self._flush()
-                await self._sleep(delay)
-                if handle.aborted:
-                    raise Aborted() from None
-                continue
-            return chunks
-
-    def _log_message(
-        self,
-        turn: int,
-        step: int,
-        request: LlmRequest,
-        chunks: list[FrozenDict],
-        handle: AbortHandle,
-    ) -> tuple[Event, str]:
-        """Log the step's one ``assistant/message``, assembled from its chunks."""
-        assembled = assemble_message(chunks)
-        interrupted = handle.aborted or assembled.interrupted
-        # A cut reply's tool calls never run, so they would have no results: a
-        # tool call without its result makes every later request invalid on
-        # both wires (and cut arguments are not even JSON). The chunks keep them.
-        cut = interrupted or assembled.finish == "max_tokens"
-        content = [b for b in assembled.content if not (cut and b["type"] == "tool_call")]
-        data: dict[str, Any] = {
-            "turn": turn,
-            "step": step,
-            "content": content,
-            "source": self._source(request.config),
-        }
-        if assembled.usage is not None:
-            data["usage"] = assembled.usage
-        if interrupted:
-            data["interrupted"] = True
-        message = self.session.append("assistant/message", data, surface_op="append")
-        if handle.aborted:
-            raise Aborted()
-        return message, assembled.finish
-
-    def _source(self, config: LlmCallConfig) -> FrozenDict:
-        """The ``source`` of an assistant message, one frozen object per provider
-        and model (every message of a session shares it)."""
-        key = (config.provider, config.model)
-        source = self._sources.get(key)
-        if source is None:
-            source = self._sources[key] = freeze({"provider": key[0], "model": key[1]})
-        return source
-
-    def _log_attempt_error(
-        self,
-        turn: int,
-        step: int,
-        exc: ProviderError,
-        *,
-        attempt: int,
-        retry_in: float | None = None,
-        overflow: bool = False,
-    ) -> None:
-        """Log a failed attempt as an ``error`` chunk (status, message, what happens next)."""
-        chunk: dict[str, Any] = {
-            "kind": "error",
-            "attempt": attempt,
-            "status": exc.status,
-            "message": str(exc),
-        }
-        if retry_in is not None:
-            chunk["retry_in_ms"] = int(retry_in * 1000)
-            if exc.retry_after is not None:  # what the server asked for
-                chunk["retry_after_ms"] = int(exc.retry_after * 1000)
-        if overflow:
-            chunk["overflow"] = True
-        self.session.append("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})
+        where = StepRef(self.session, turn, step)
+        chunks = await send_with_retries(
+            where, self.client, request, body, handle, self.retry, self._sleep, self._flush
+        )
+        return log_reply(where, chunks, handle, self._replies.source(request.config))
 
     # --- compaction and trimming ---------------------------------------------
 
