@@ -437,3 +437,62 @@ def test_a_key_echoed_by_the_provider_is_nowhere(
         if e["type"] == "assistant/chunk" and e["data"]["chunk"]["kind"] == "text"
     ]
     assert KEY not in "".join(pieces)
+
+
+@pytest.mark.parametrize(
+    ("provider", "base_url"),
+    [("emulator", None), ("openai", "http://e/openai/v1"), ("anthropic", "http://e/anthropic")],
+)
+def test_a_log_rebuilds_the_same_bytes_whatever_secrets_the_reader_has_registered(
+    provider: str, base_url: str | None, tmp_path: Path
+) -> None:
+    """Redaction guards what enters the log; what is derived from the log (the
+    projection, the wire bodies, their encoding) is a pure function of it. A
+    reader whose key happens to occur in a log (an auditor, a later process
+    with another environment) must rebuild exactly what was sent."""
+    from tapelog import JsonlStore, LlmCallConfig, Session, rebuild_requests
+    from tapelog.agent import tool
+    from tapelog.emulator import Emulator
+    from tapelog.llm import encode_request, make_client
+
+    later = "later-registered-value-1234"
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo.
+
+        Args:
+            text: What to echo.
+        """
+        return f"echo: {text}"
+
+    emulator = Emulator(
+        script=[
+            {"tool_calls": [{"name": "echo", "arguments": f'{{"text": "{later}"}}'}]},
+            {"text": f"it said {later}"},
+        ]
+    )
+    config = LlmCallConfig(provider=provider, model="m-1")
+    store, session = JsonlStore(tmp_path), Session()
+    env = {"OPENAI_API_KEY": "k" * 12, "ANTHROPIC_API_KEY": "k" * 12}
+    with store.create(session) as writer:
+        http = httpx.AsyncClient(transport=emulator.transport())
+        client = make_client(config, http_client=http, base_url=base_url, env=env)
+        agent = Agent(
+            session, client, config=config, system=f"sys {later}", tools=[echo], writer=writer
+        )
+        assert agent.run_sync(f"remember {later}").ok
+    sent = [r.body for r in emulator.received]
+    assert all(later.encode() in body for body in sent)
+
+    register_secret(later)
+    loaded = store.load(session.id).session
+    assert [encode_request(r.request) for r in rebuild_requests(loaded)] == sent
+    assert [encode_request(r.request) for r in rebuild_requests(session)] == sent
+    # ...while a new event that carries it is still redacted on the way in
+    event = loaded.append(
+        "context/message",
+        {"content": [{"type": "text", "text": later}], "source": {"kind": "inject"}},
+        surface_op="append",
+    )
+    assert later not in event.encode().decode()

@@ -24,7 +24,7 @@ from tapelog._errors import EventError, HeaderError, JsonValueError
 from tapelog.llm._pieces import BodyCache, Parts, json_array, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, refuse_block
-from tapelog.log import FrozenDict, decode, encode, encode_trusted, freeze
+from tapelog.log import FrozenDict, decode, encode, encode_trusted, freeze, freeze_faithful
 
 __all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "AnthropicWire"]
 
@@ -136,7 +136,7 @@ class AnthropicWire:
             for g, (role, blocks) in enumerate(groups)
         ]
         body = {k: (messages if v is _MESSAGES else v) for k, v in self._fields(request)}
-        out: FrozenDict = freeze(body, path="body")
+        out: FrozenDict = freeze_faithful(body, path="body")
         return out
 
     def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:
@@ -355,7 +355,7 @@ def _map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Blo
         at = f"{where}.content[{i}]"
         mapped = _map_block(role, block, at)
         if mapped is not None:
-            frozen = freeze(mapped, path=at)
+            frozen = freeze_faithful(mapped, path=at)
             blocks.append((frozen, encode(frozen)))
     return wire_role, tuple(blocks)
 

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
-from tapelog.log import FrozenDict, encode, freeze, freeze_trusted
+from tapelog.log import FrozenDict, encode, freeze_faithful, freeze_trusted
 
 __all__ = [
     "DEFAULT_REASONING_SEND_BACK",
@@ -152,7 +152,7 @@ class OpenAIWire:
             for i, m in enumerate(request.messages)
         ]
         body = {k: (messages if v is _MESSAGES else v) for k, v in self._fields(request)}
-        out: FrozenDict = freeze(body, path="body")
+        out: FrozenDict = freeze_faithful(body, path="body")
         return out
 
     def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes:

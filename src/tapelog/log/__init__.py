@@ -19,6 +19,7 @@ from tapelog.log._freeze import (
     JsonValue,
     concat_frozen,
     freeze,
+    freeze_faithful,
     freeze_trusted,
     thaw,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "fold_request_header",
     "forget_secrets",
     "freeze",
+    "freeze_faithful",
     "freeze_trusted",
     "has_secrets",
     "header_from_json",

@@ -18,15 +18,20 @@ from typing import Any
 import orjson
 
 from tapelog._errors import JsonValueError
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze
+from tapelog.log._freeze import FrozenDict, FrozenList, freeze_faithful
 
 __all__ = ["decode", "digest", "encode", "encode_str", "encode_trusted"]
 
 
 def encode(value: Any, *, path: str = "value") -> bytes:
-    """Encode ``value`` as canonical JSON bytes, refusing anything lossy."""
+    """Encode ``value`` as canonical JSON bytes, refusing anything lossy.
+
+    The encoder never changes a value (it validates, it does not redact): the
+    bytes of a request rebuilt from a log must not depend on which secrets the
+    encoding process has registered.
+    """
     if type(value) is not FrozenDict and type(value) is not FrozenList:
-        value = freeze(value, path=path)
+        value = freeze_faithful(value, path=path)
     return orjson.dumps(value)
 
 

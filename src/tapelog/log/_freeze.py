@@ -19,9 +19,10 @@ registered this costs one attribute test per string.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn, SupportsIndex, TypeAlias
+from typing import Any, Final, NoReturn, SupportsIndex, TypeAlias
 
 from tapelog._errors import FrozenError, JsonValueError
 from tapelog.log._redact import _REGISTRY as _SECRETS
@@ -35,6 +36,7 @@ __all__ = [
     "freeze",
     "freeze_decoded",
     "freeze_dict",
+    "freeze_faithful",
     "freeze_list",
     "freeze_trusted",
     "thaw",
@@ -145,6 +147,12 @@ class _Bad(Exception):
         self.parts: list[str] = []
 
 
+_FAITHFUL: Final[contextvars.ContextVar[bool]] = contextvars.ContextVar(
+    "tapelog_freeze_faithful", default=False
+)
+"""Set while :func:`freeze_faithful` runs: validate and copy, but never redact."""
+
+
 def _walk(value: Any) -> Any:
     # Exact-type checks first: they are the overwhelmingly common case.
     t = type(value)
@@ -154,7 +162,7 @@ def _walk(value: Any) -> Any:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise _Bad("string is not valid UTF-8 (lone surrogate)") from None
-        return redact(value) if _SECRETS.needles else value
+        return redact(value) if _SECRETS.needles and not _FAITHFUL.get() else value
     if t is FrozenDict or t is FrozenList or value is None or t is bool:
         return value
     if t is int:
@@ -167,7 +175,7 @@ def _walk(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
-        secrets = bool(_SECRETS.needles)
+        secrets = bool(_SECRETS.needles) and not _FAITHFUL.get()
         for k, v in value.items():
             if type(k) is not str:
                 raise _Bad(f"key {k!r} is a {type(k).__name__}; JSON keys must be strings")
@@ -241,6 +249,22 @@ def freeze(value: Any, *, path: str = "value", _key: str | SupportsIndex | None 
         if cycle is not None:
             raise JsonValueError(cycle, "value contains itself (a cycle)") from None
         raise JsonValueError(path, "value is nested too deeply") from None
+
+
+def freeze_faithful(value: Any, *, path: str = "value") -> Any:
+    """:func:`freeze` without redaction: the same validation, the value kept as it is.
+
+    Redaction belongs where text *enters* the log (``Session.append`` and the
+    records it is given). Whatever is derived from the log (a rebuilt request,
+    its encoding, a digest) must be a pure function of the log, whatever
+    secrets the reading process happens to have registered; otherwise an
+    auditor whose key occurs in a log would rebuild different bytes.
+    """
+    token = _FAITHFUL.set(True)
+    try:
+        return freeze(value, path=path)
+    finally:
+        _FAITHFUL.reset(token)
 
 
 def freeze_decoded(value: Any) -> Any:

@@ -11,9 +11,10 @@ with role ``user``, ``assistant`` or ``tool`` (see docs/format.md).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from tapelog.log._events import Event
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze_dict
+from tapelog.log._freeze import FrozenDict, freeze_trusted
 
 __all__ = ["derive_event_message", "fold_messages"]
 
@@ -27,11 +28,11 @@ def derive_event_message(event: Event) -> FrozenDict | None:
     data = event.data
     etype = event.type
     if etype == "user/message" or etype == "context/message":
-        return freeze_dict({"role": "user", "content": data["content"]})
+        return _message("user", data["content"])
     if etype == "assistant/message":
         if not data["content"]:
             return None
-        return freeze_dict({"role": "assistant", "content": data["content"]})
+        return _message("assistant", data["content"])
     if etype == "tool/result":
         block = {
             "type": "tool_result",
@@ -39,8 +40,16 @@ def derive_event_message(event: Event) -> FrozenDict | None:
             "content": data["content"],
             "is_error": data["is_error"],
         }
-        return freeze_dict({"role": "tool", "content": FrozenList([block])})
+        return _message("tool", [block])
     return None
+
+
+def _message(role: str, content: Any) -> FrozenDict:
+    # Built from an event's frozen data only: no second validating walk, and
+    # no redaction (a message is derived from the log, so it must be exactly
+    # what the log says whatever secrets this process has registered).
+    message: FrozenDict = freeze_trusted({"role": role, "content": content})
+    return message
 
 
 def fold_messages(surface_events: Iterable[Event]) -> list[FrozenDict]:

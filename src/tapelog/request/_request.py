@@ -25,6 +25,7 @@ from tapelog.log import (
     LlmCallConfig,
     concat_frozen,
     freeze,
+    freeze_faithful,
 )
 
 __all__ = [
@@ -105,7 +106,7 @@ def _head(items: list[Any], count: int) -> Iterable[Any]:
 
 def instruction_message(instruction: str) -> FrozenDict:
     """The user message a one-shot call ends with."""
-    message: FrozenDict = freeze(
+    message: FrozenDict = freeze_faithful(
         {"role": "user", "content": [{"type": "text", "text": instruction}]}
     )
     return message
