@@ -29,6 +29,8 @@ ALLOWED: dict[str, set[str]] = {
     "agent": {"log", "cache", "request", "llm", "checker"},
     "audit": {"log", "cache", "request", "llm", "checker"},
     "mcp": {"log", "agent"},
+    # The OpenTelemetry export reads the cache audit's rows, so it sits above the audit.
+    "export": {"log", "cache", "request", "llm", "checker", "audit"},
 }
 
 
