@@ -29,6 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent": {"log", "cache", "request", "llm", "checker"},
     "audit": {"log", "cache", "request", "llm", "checker"},
     "mcp": {"log", "agent"},
+    "proxy": {"log", "cache", "request", "llm", "checker", "store"},
     # The OpenTelemetry export reads the cache audit's rows, so it sits above the audit.
     "export": {"log", "cache", "request", "llm", "checker", "audit"},
 }

@@ -1,0 +1,95 @@
+"""``tapelog proxy``: any agent's requests, logged and rebuilt, by changing one base URL.
+
+A client (an OpenAI or Anthropic SDK, an agent framework, any program in any
+language) points its base URL at the proxy; the proxy turns each request into
+log events and forwards to the upstream **the bytes rebuilt from the log**,
+so ``tapelog requests`` reproduces byte for byte what the upstream received
+and the cache audit can name every break in the client's prefix.
+
+Exactness. A client's request becomes the log's header (model, options,
+extras, system prompt, tools) and neutral messages; before anything is
+logged the proxy sends both back through the upstream's wire and compares
+the result with the client's body in a normal form that keeps everything a
+provider reads. They may differ only where providers parse the same thing:
+whitespace, the order of object keys (not inside tool schemas, tool inputs or
+response schemas, which are compared byte for byte), ``null`` versus absent,
+``"content": "x"`` versus one text block, empty content in any spelling,
+``stream`` / ``stream_options`` (the proxy always streams from the upstream,
+with usage), ``max_tokens`` versus ``max_completion_tokens`` (sent in the
+upstream dialect's spelling), a ``stop`` string versus a one-item list, and
+Anthropic ``cache_control`` markers (the Anthropic wire places its own four
+breakpoints: what is cached changes, never what the model reads). Anything
+else is refused with a 400 in the client API's error shape that names the
+field (``n`` > 1, a system message after the first, a ``developer`` message,
+server tools, document blocks, several system blocks, unknown message
+fields), and nothing is logged for it. Unknown top-level fields are carried
+as ``config.extras`` in the client's order. Reasoning the client sends back
+(``reasoning_content``) is a logged wire option
+(``config.wire.reasoning_send_back``) chosen to reproduce the client.
+
+A non-streaming client gets the answer assembled from the upstream's stream
+in the shape of a non-streamed answer (``_answers``); a streaming client gets
+the upstream's bytes unchanged, plus a usage event it may not have asked for.
+The piece that ends a stream reaches the client only once the turn's end is
+logged and durable. An upstream error answer is passed on as it came (status,
+body, headers) and logged as the turn's error; the request counts as sent.
+
+What the log does not hold: the client's request headers. Credentials and
+``anthropic-version`` only authenticate and version the API, but an
+``anthropic-beta`` header can change what the model reads (a beta tool
+format, say) and is passed on without being logged. Only the generation
+endpoints are served (no model lists, no token counting).
+
+Sessions. A request names its session explicitly with the path prefix
+``/s/<session-id>/`` or the header ``X-Tapelog-Session`` (not forwarded); the
+session is created if the store lacks it, and the request's messages replace
+what differs from its history. Otherwise the session is found automatically
+(``_index``): a request that extends a conversation's last request plus its
+logged answer joins it; one that still holds that answer at the same place
+but changed something before it joins it with a replace; one that shares a
+prefix with an earlier turn end of a session is logged as a fork of it (the
+store's fork: the seed up to that ``turn/end``, then ``session/end-seed``);
+anything else starts a new session named ``proxy-<time>-<random>``.
+Comparison uses loose message keys (reasoning, whitespace around text and the
+formatting of tool arguments ignored), then the exact wire bytes; a change
+the model sees is a logged replace from the first changed message to the
+end. Each session has one lock held from matching to the answer's end, and a
+request whose conversation is busy forks rather than waits, so parallel
+conversations are never mixed. The index holds digests, not logs; at start
+it is rebuilt from the newest ``proxy-`` sessions of the store. Limits: two
+clients that send identical conversations are indistinguishable (either
+session is a faithful log of both); a branch taken in the middle of a turn
+forks at the turn before; a request whose first message changes and that no
+longer holds the session's last answer starts a new session.
+
+Driving it from code::
+
+    proxy = Proxy(Upstream.resolve("deepseek"), JsonlStore(path), on_request=print)
+    # serve proxy.app (uvicorn runs its lifespan: index at start, close at the
+    # end), or in process: httpx.AsyncClient(transport=httpx.ASGITransport(proxy.app))
+    # and then ``await proxy.aclose()``; ``http_client=`` sends to an in-process
+    # upstream (an emulator's ``transport()``).
+"""
+
+from tapelog.proxy._app import DEFAULT_MAX_BODY_BYTES, SESSION_HEADER, Proxy
+from tapelog.proxy._index import Match, Point, SessionIndex
+from tapelog.proxy._sessions import PROXY_PREFIX
+from tapelog.proxy._summary import RequestSummary
+from tapelog.proxy._types import ClientRequest, ProxyError, Translated
+from tapelog.proxy._upstream import FORWARDED_HEADERS, Upstream
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "FORWARDED_HEADERS",
+    "PROXY_PREFIX",
+    "SESSION_HEADER",
+    "ClientRequest",
+    "Match",
+    "Point",
+    "Proxy",
+    "ProxyError",
+    "RequestSummary",
+    "SessionIndex",
+    "Translated",
+    "Upstream",
+]

@@ -1,0 +1,402 @@
+"""The proxy server: a Starlette app between clients and one upstream.
+
+Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
+completions), ``POST /v1/messages`` (Anthropic Messages), each also under
+``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
+Per request: read and decode the body, translate and check it (``_translate``;
+a 400 before anything is logged), find its session (``_index``: explicit, or
+extend / edit / fork / new) and take that session's lock, plan how its
+messages meet the log (``_exchange.plan_messages``), log the request and its
+header, rebuild and check the bytes, make the log durable, send, then relay
+and log the answer (``_relay``). The session's lock is released when the
+turn's end is logged and durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tapelog._errors import (
+    InvalidSessionIdError,
+    JsonValueError,
+    SessionLockedError,
+    TapelogError,
+)
+from tapelog.checker import check_enabled
+from tapelog.llm import usage_prompt_tokens, wire_for
+from tapelog.log import EpochHeader, decode, encode_trusted, paused_gc
+from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
+from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
+from tapelog.proxy._index import Match, SessionIndex
+from tapelog.proxy._keys import chain_of
+from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
+from tapelog.proxy._sessions import Sessions, SessionState
+from tapelog.proxy._summary import RequestSummary, header_changes
+from tapelog.proxy._translate import Messages, Translator
+from tapelog.proxy._types import ClientRequest, Family, ProxyError
+from tapelog.proxy._upstream import Upstream, upstream_headers
+from tapelog.store import SessionStore, validate_session_id
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_HEADER", "Proxy"]
+
+DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+"""The largest client body the proxy reads (64 MiB); a larger one is a 413."""
+
+SESSION_HEADER: Final = "x-tapelog-session"
+"""The request header that names the session explicitly (never forwarded)."""
+
+_ROUTES: Final[dict[str, Family]] = {
+    "/v1/chat/completions": "openai",
+    "/chat/completions": "openai",
+    "/v1/messages": "anthropic",
+}
+
+
+class _Assigned:
+    """Where a request went: its state (lock held), how it was found, and
+    the session it forked from."""
+
+    def __init__(self, state: SessionState, how: str, parent: str | None = None) -> None:
+        self.state, self.how, self.parent = state, how, parent
+
+
+class Proxy:
+    """The audit proxy for one upstream; serve :attr:`app` with any ASGI server.
+
+    ``store`` keeps the sessions; ``http_client`` sends to the upstream (give
+    one with an ASGI transport to run the upstream in-process); ``check`` runs
+    the invariant checker on every request (default: on, unless
+    ``TAPELOG_CHECK`` is off); ``on_request`` gets a :class:`RequestSummary`
+    per request; ``scan_limit`` is how many stored proxy sessions are indexed
+    at start (:meth:`start`).
+    """
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        store: SessionStore,
+        *,
+        http_client: httpx.AsyncClient | None = None,
+        check: bool | None = None,
+        on_request: Callable[[RequestSummary], None] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        scan_limit: int = 100,
+        max_open: int = 64,
+    ) -> None:
+        self.upstream = upstream
+        self.store = store
+        self._own_http = http_client is None
+        # Long reads: a reasoning model can think for minutes before the next event.
+        self.http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0))
+        self.translator = Translator(upstream)
+        self.index = SessionIndex()
+        self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
+        self.on_request = on_request
+        self.max_body_bytes = max_body_bytes
+        self.scan_limit = scan_limit
+        self._started: asyncio.Task[int] | None = None
+        self._explicit = asyncio.Lock()
+        routes = [Route("/health", self._health, methods=["GET"])]
+        for path, family in _ROUTES.items():
+            routes.append(Route(path, self._endpoint(family), methods=["POST"]))
+            routes.append(Route("/s/{session}" + path, self._endpoint(family), methods=["POST"]))
+        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+
+    async def start(self) -> int:
+        """Index the newest stored proxy sessions (once; later calls wait for
+        the first); how many were read."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(
+                asyncio.to_thread(self.sessions.scan, self.scan_limit)
+            )
+        return await self._started
+
+    async def aclose(self) -> None:
+        """Close every open session's writer and the HTTP client the proxy made
+        (idempotent)."""
+        self.sessions.close()
+        if self._own_http and not self.http.is_closed:
+            await self.http.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Under a server that runs the ASGI lifespan: index at start, close at the end."""
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.aclose()
+
+    async def _health(self, request: Request) -> Response:
+        return Response(encode_trusted({"ok": True}), media_type="application/json")
+
+    def _endpoint(self, family: Family) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            return await self._handle(request, family)
+
+        return endpoint
+
+    def _report(self, summary: RequestSummary) -> None:
+        if self.on_request is not None:
+            self.on_request(summary)
+
+    def _refuse(self, family: Family, exc: ProxyError, session: str | None = None) -> Response:
+        self._report(
+            RequestSummary(session_id=session, turn=None, status=exc.status, error=str(exc))
+        )
+        body = error_body(family, exc.status, str(exc), exc.kind)
+        return Response(body, status_code=exc.status, media_type="application/json")
+
+    async def _read(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise ProxyError(self._too_large(), status=413)
+        parts: list[bytes] = []
+        size = 0
+        async for part in request.stream():
+            size += len(part)
+            if size > self.max_body_bytes:
+                raise ProxyError(self._too_large(), status=413)
+            parts.append(part)
+        return b"".join(parts)
+
+    def _understand(
+        self, family: Family, raw: bytes
+    ) -> tuple[ClientRequest, Messages, list[bytes]]:
+        """Decode, translate and check a body (one pass over its messages, the
+        garbage collector paused: this allocates an object per JSON value);
+        the request, its messages and their prefix chain."""
+        with paused_gc():
+            try:
+                body = decode(raw)
+            except JsonValueError as exc:
+                raise ProxyError(f"the request body is not valid JSON ({exc.problem})") from None
+            if not isinstance(body, dict):
+                raise ProxyError("the request body must be a JSON object")
+            parsed = self.translator.parse(family, body)
+            messages = self.translator.messages(parsed)
+            problem = unanswered_calls(messages.neutral, lambda i: messages.where(i, parsed.offset))
+            if problem is not None:
+                raise ProxyError(problem)
+            header = self.translator.header(parsed, messages.rules, None)
+            self.translator.check_header(parsed, header)
+            return parsed, messages, chain_of(messages.keys)
+
+    def _too_large(self) -> str:
+        return f"the request body is larger than the proxy reads ({self.max_body_bytes} bytes)"
+
+    async def _handle(self, request: Request, family: Family) -> Response:
+        explicit = request.path_params.get("session") or request.headers.get(SESSION_HEADER)
+        try:
+            await self.start()
+            if family != self.upstream.family:
+                api = (
+                    "Anthropic Messages"
+                    if self.upstream.family == "anthropic"
+                    else ("OpenAI chat completions")
+                )
+                raise ProxyError(
+                    f"this proxy forwards to {self.upstream.provider}, which speaks the {api} "
+                    f"API; send {api} requests, or start a proxy for an upstream of this API"
+                )
+            if explicit is not None:
+                validate_session_id(explicit)
+            raw = await self._read(request)
+            parsed, messages, chain = self._understand(family, raw)
+            assigned = await self._assign(explicit, messages, chain)
+        except InvalidSessionIdError as exc:
+            return self._refuse(family, ProxyError(str(exc)), explicit)
+        except SessionLockedError as exc:
+            return self._refuse(family, ProxyError(str(exc), status=409), explicit)
+        except ProxyError as exc:
+            return self._refuse(family, exc, explicit)
+        except TapelogError as exc:  # the store: a damaged or unreadable session, ...
+            return self._refuse(family, ProxyError(str(exc), status=500), explicit)
+        try:
+            state = assigned.state
+            header = self.translator.header(parsed, messages.rules, state.session.header)
+            plan = plan_messages(
+                state.session.history(), messages.neutral, self.translator.same(header)
+            )
+        except TapelogError as exc:
+            assigned.state.lock.release()
+            error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
+            return self._refuse(family, error, assigned.state.id)
+        except BaseException:
+            assigned.state.lock.release()
+            raise
+        return await self._send(request, parsed, messages, assigned, header, plan)
+
+    async def _assign(
+        self, explicit: str | None, messages: Messages, chain: list[bytes]
+    ) -> _Assigned:
+        """The session of a request, its lock held (see ``_index``)."""
+        sessions = self.sessions
+        if explicit is not None:
+            async with self._explicit:  # one opener per id at a time
+                state = sessions.get(explicit)
+                if state is None:
+                    exists = await asyncio.to_thread(self.store.exists, explicit)
+                    opener = sessions.open if exists else sessions.create
+                    state = await opener(explicit)
+            await state.lock.acquire()
+            return _Assigned(state, "explicit")
+        for _ in range(16):
+            match: Match = self.index.match(chain, messages.keys, sessions.busy)
+            if match.kind in ("extend", "edit"):
+                assert match.point is not None
+                state = await sessions.open(match.point.session_id)
+                if state.lock.locked():  # taken while it was being opened: match again
+                    continue
+                await state.lock.acquire()
+                return _Assigned(state, match.kind)
+            if match.kind == "fork":
+                assert match.point is not None
+                state = await sessions.fork(match.point)
+                await state.lock.acquire()
+                return _Assigned(state, "fork", match.point.session_id)
+            state = await sessions.create()
+            await state.lock.acquire()
+            return _Assigned(state, "new")
+        raise ProxyError("the proxy is busy with this conversation; retry", status=409)
+
+    async def _send(
+        self,
+        request: Request,
+        parsed: ClientRequest,
+        messages: Messages,
+        assigned: _Assigned,
+        header: EpochHeader,
+        plan: Plan,
+    ) -> Response:
+        state = assigned.state
+        exchange = Exchange(state, header)
+        exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
+        try:
+            _, body = exchange.log_request(
+                plan, messages.neutral, wire_for(header.config), state.cache
+            )
+            await asyncio.to_thread(state.writer.flush)
+        except Exception as exc:
+            if exchange.boundary is not None:
+                exchange.finish(error=error_of(exc, self.upstream.provider), sent=False)
+            else:
+                exchange.abandon(error_of(exc, self.upstream.provider))
+            await self._done(exchange, True, status=500)
+            message = error_of(exc, self.upstream.provider)["message"]
+            return self._fail(parsed.family, 500, f"the proxy could not log the request: {message}")
+        headers = upstream_headers(request.headers, self.upstream.family)
+        try:
+            response = await self.http.send(
+                self.http.build_request("POST", self.upstream.url, content=body, headers=headers),
+                stream=True,
+            )
+        except httpx.HTTPError as exc:
+            exchange.finish(error=error_of(exc, self.upstream.provider))
+            await self._done(exchange, False, status=502)
+            message = error_of(exc, self.upstream.provider)["message"]
+            return self._fail(parsed.family, 502, message)
+        if not 200 <= response.status_code < 300:
+            text = await response.aread()
+            await response.aclose()
+            error = {
+                "type": "UpstreamError",
+                "status": response.status_code,
+                "message": _excerpt(text),
+            }
+            exchange.finish(error=error)
+            await self._done(exchange, False, status=response.status_code)
+            return Response(
+                text, status_code=response.status_code, headers=passed_headers(response.headers)
+            )
+        answer = None
+        if not parsed.stream:
+            answer = AnthropicAnswer() if parsed.family == "anthropic" else OpenAIAnswer()
+        relay = Relay(
+            response=response,
+            exchange=exchange,
+            family=parsed.family,
+            provider=self.upstream.provider,
+            answer=answer,
+            done=self._done,
+        )
+        if parsed.stream:
+            return RelayResponse(
+                relay, status_code=response.status_code, headers=passed_headers(response.headers)
+            )
+        async for _ in relay.pieces():
+            pass
+        if relay.error is not None or answer is None:
+            message = relay.error["message"] if relay.error else "no answer"
+            return self._fail(parsed.family, 502, f"{self.upstream.provider}: {message}")
+        head = {
+            k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
+        }
+        return Response(answer.body(), media_type="application/json", headers=head)
+
+    def _fail(self, family: Family, status: int, message: str) -> Response:
+        body = error_body(family, status, message)
+        return Response(body, status_code=status, media_type="application/json")
+
+    def _changes(
+        self, assigned: _Assigned, plan: Plan, messages: Messages, offset: int
+    ) -> list[str]:
+        changes: list[str] = []
+        if assigned.how == "new":
+            changes.append("new session")
+        elif assigned.how == "fork":
+            changes.append(f"forked from {assigned.parent}")
+        if plan.changed is not None:
+            changes.append(f"client changed {messages.where(plan.changed, offset)}")
+        return changes
+
+    async def _done(self, exchange: Exchange, aborted: bool, status: int = 200) -> None:
+        """A turn ended: index its point, make it durable, release the session, report.
+
+        The lock is released and the line reported even if the wait for the
+        flush is cancelled (the client left): the flush itself still completes.
+        """
+        state = exchange.state
+        summary = self._summary(exchange, status)
+        try:
+            self.sessions.note_end(state)
+            if aborted:
+                state.writer.flush()  # no await a second cancellation could cut short
+            else:
+                await asyncio.shield(asyncio.to_thread(state.writer.flush))
+        finally:
+            if state.lock.locked():
+                state.lock.release()
+            self._report(summary)
+
+    def _summary(self, exchange: Exchange, status: int) -> RequestSummary:
+        changes = [*exchange.changes, *header_changes(exchange.before, exchange.header_event)]
+        message = exchange.message
+        usage = message.data.get("usage") if message is not None else None
+        reason = exchange.reason or {"kind": "error"}
+        error = None
+        if reason["kind"] not in ("completed", "tool_calls", "max_tokens"):
+            error = (reason.get("error") or {}).get("message") or str(reason["kind"])
+        return RequestSummary(
+            session_id=exchange.state.id,
+            turn=exchange.turn,
+            status=status,
+            prompt_tokens=usage_prompt_tokens(usage) if usage else None,
+            cached_tokens=int(usage.get("cache_read", 0)) if usage else None,
+            changes=tuple(changes),
+            error=error,
+        )
+
+
+def _excerpt(data: bytes) -> str:
+    text = " ".join(data.decode("utf-8", "replace").split())
+    return text if len(text) <= 300 else text[:299] + "…"

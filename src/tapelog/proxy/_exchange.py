@@ -1,0 +1,273 @@
+"""One client request on its session: what is logged before the send and after.
+
+The structure is the loop's, with one turn per client request::
+
+    turn/start
+    [tool/result {"kind": "unanswered"} for tool calls the client dropped, then]
+    the client's new messages: user/message {"source": {"kind": "client"}},
+        tool/result, assistant/message {"source": {..., "kind": "client"}}
+        (the first one a replace from the first changed message to the end,
+        when the client changed the history the log holds)
+    step/start                     <- the reconstruction boundary
+    request/header | request/header-delta   (HeaderRecorder, only on change)
+    assistant/chunk ...            (every piece the upstream streamed)
+    assistant/message              (assembled; empty and interrupted on failure)
+    step/end
+    turn/end {"kind": completed | tool_calls | max_tokens | error | aborted}
+
+A ``tool_calls`` turn hands the calls to the client: their results arrive as
+``tool/result`` events at the start of the client's next request (before its
+``step/start``, so every request holds each call with its result). A replace
+needs a message that is not a tool result to take the place of the old ones
+(a ``tool/result`` may only replace a single ``tool/result``), so it starts at
+the last such message at or before the first change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tapelog.llm import BodyCache, LlmRequest, WireFormat, assemble_message
+from tapelog.log import EpochHeader, Event, FrozenDict, History
+from tapelog.proxy._sessions import SessionState
+from tapelog.proxy._types import ProxyError
+from tapelog.request import build_request
+
+__all__ = ["Exchange", "Plan", "plan_messages", "unanswered_calls"]
+
+_CLIENT_SOURCE = {"kind": "client"}
+_UNANSWERED = (
+    "error: the client did not send a result for this tool call; the conversation went on "
+    "without it"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How the client's messages meet the log: the first one to log
+    (``start``), the surface node it replaces from (``replace_seq``, to the
+    end; ``None``: appended), and the first message that differed from the
+    log (``changed``; ``None``: the request extends the log)."""
+
+    start: int
+    replace_seq: int | None
+    changed: int | None
+
+
+def plan_messages(
+    history: History,
+    client: Sequence[FrozenDict],
+    same: Callable[[FrozenDict, FrozenDict], bool],
+) -> Plan:
+    """Compare the log's history with the client's messages, in order."""
+    logged, sent = len(history), len(client)
+    messages = history.messages
+    j = 0
+    limit = min(logged, sent)
+    while j < limit and same(messages[j], client[j]):
+        j += 1
+    if j == logged:
+        return Plan(start=logged, replace_seq=None, changed=None)
+    if not sent:
+        raise ProxyError(
+            "the request has no messages but its session has a history; the log cannot "
+            "replace a history with nothing (start a new session instead)"
+        )
+    k = min(j, sent - 1)
+    while k > 0 and client[k]["role"] == "tool":
+        k -= 1
+    return Plan(start=k, replace_seq=history.seqs[k], changed=j)
+
+
+def unanswered_calls(messages: Sequence[FrozenDict], where: Callable[[int], str]) -> str | None:
+    """Why the messages would be refused for a tool call without its result, or
+    a result without its call (every call must be answered by the tool messages
+    right after it, and only those), or ``None``."""
+    waiting: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            call = message["content"][0]["tool_call_id"]
+            if waiting.pop(call, None) is None:
+                return (
+                    f"{where(i)} is the result of a tool call (id {call!r}) that the message "
+                    "before it did not make; the provider refuses such a request, so the "
+                    "proxy does too"
+                )
+            continue
+        if waiting:
+            break
+        if role == "assistant":
+            waiting = {b["id"]: i for b in message["content"] if b["type"] == "tool_call"}
+    if not waiting:
+        return None
+    call, i = next(iter(waiting.items()))
+    return (
+        f"{where(i)} calls a tool (id {call!r}) whose result does not follow it; the "
+        "provider refuses such a request, so the proxy does too"
+    )
+
+
+class Exchange:
+    """The events of one request on a session whose lock the caller holds."""
+
+    def __init__(self, state: SessionState, header: EpochHeader) -> None:
+        self.state = state
+        self.header = header
+        config = header.config
+        self.source = {"provider": config.provider, "model": config.model}
+        self.turn = state.turn + 1
+        self.chunks: list[FrozenDict] = []
+        self.message: Event | None = None
+        self.header_event: Event | None = None
+        self.boundary: Event | None = None
+        self.closed = False
+        self.started = False
+        self.before = state.session.header
+        """The header in force before this request (what its changes are measured from)."""
+        self.changes: list[str] = []
+        """What else changed since the session's previous request (for the summary)."""
+        self.reason: Mapping[str, Any] | None = None
+        """How the turn ended (the logged ``turn/end`` reason), once it has."""
+
+    # --- before the send ------------------------------------------------------
+
+    def log_request(
+        self, plan: Plan, client: Sequence[FrozenDict], wire: WireFormat, cache: BodyCache
+    ) -> tuple[LlmRequest, bytes]:
+        """Log the turn's start, the client's messages, ``step/start`` and the
+        header; the request rebuilt at that boundary and its body bytes."""
+        state = self.state
+        session = state.session
+        state.turn = self.turn
+        session.append("turn/start", {"turn": self.turn})
+        self.started = True
+        if plan.replace_seq is not None:
+            for call_id in state.pending:
+                self._close_call(call_id)
+            state.pending = []
+        for i in range(plan.start, len(client)):
+            op: Any = "append"
+            if plan.replace_seq is not None and i == plan.start:
+                op = {"op": "replace", "start": plan.replace_seq, "end": session.surface[-1]}
+            self._log_message(client[i], op)
+        nodes = session.history()
+        self.boundary = session.append("step/start", {"turn": self.turn, "step": 0})
+        request = build_request(
+            header=self.header, nodes=nodes, session_id=session.id, boundary_seq=self.boundary.seq
+        )
+        body = wire.encode_body(request, cache=cache)
+        self.header_event = state.recorder.record(self.header)
+        if state.checker is not None:
+            state.checker.check(request, body)
+        return request, body
+
+    def _close_call(self, call_id: str) -> None:
+        """Answer a call the client dropped before the replace shadows it (a log
+        must never hold a call without its result)."""
+        data = {
+            "turn": self.turn,
+            "step": 0,
+            "call_id": call_id,
+            "content": _UNANSWERED,
+            "is_error": True,
+            "error": {"kind": "unanswered"},
+        }
+        self.state.session.append("tool/result", data, surface_op="append")
+
+    def _log_message(self, message: FrozenDict, op: Any) -> Event:
+        session = self.state.session
+        role, content = message["role"], message["content"]
+        if role == "tool":
+            block = content[0]
+            call_id = block["tool_call_id"]
+            if call_id in self.state.pending:
+                self.state.pending.remove(call_id)
+            data: dict[str, Any] = {
+                "turn": self.turn,
+                "step": 0,
+                "call_id": call_id,
+                "content": block["content"],
+                "is_error": block["is_error"],
+            }
+            return session.append("tool/result", data, surface_op=op)
+        if role == "assistant":
+            data = {
+                "turn": self.turn,
+                "step": 0,
+                "content": content,
+                "source": {**self.source, **_CLIENT_SOURCE},
+            }
+            return session.append("assistant/message", data, surface_op=op)
+        data = {"content": content, "source": _CLIENT_SOURCE}
+        return session.append("user/message", data, surface_op=op)
+
+    def abandon(self, error: dict[str, Any]) -> None:
+        """End a turn that failed before its ``step/start`` (nothing was sent)."""
+        if self.started and not self.closed:
+            self.closed = True
+            reason = {"kind": "error", "error": error}
+            end = self.state.session.append("turn/end", {"turn": self.turn, "reason": reason})
+            self.reason = end.data["reason"]  # as logged: secrets redacted
+
+    # --- after the send -------------------------------------------------------
+
+    def chunk(self, chunk: FrozenDict) -> None:
+        """Log one piece of the upstream's answer."""
+        self.state.session.append("assistant/chunk", {"turn": self.turn, "step": 0, "chunk": chunk})
+        self.chunks.append(chunk)
+
+    def finish(
+        self,
+        *,
+        error: dict[str, Any] | None = None,
+        aborted: str | None = None,
+        sent: bool = True,
+    ) -> Event:
+        """Log the answer (assembled from the chunks), ``step/end`` and ``turn/end``;
+        the ``turn/end``. ``error`` or ``aborted`` end the turn without an answer:
+        its chunks keep what arrived, the message is empty and interrupted."""
+        assert not self.closed, "a turn ends once"
+        self.closed = True
+        state = self.state
+        session = state.session
+        assembled = assemble_message(self.chunks)
+        ok = error is None and aborted is None and sent and not assembled.interrupted
+        cut = assembled.finish == "max_tokens"
+        content = [b for b in assembled.content if not (cut and b["type"] == "tool_call")]
+        data: dict[str, Any] = {
+            "turn": self.turn,
+            "step": 0,
+            "content": content if ok else [],
+            "source": self.source,
+        }
+        if assembled.usage is not None:
+            data["usage"] = assembled.usage
+        if not ok:
+            data["interrupted"] = True
+        self.message = session.append("assistant/message", data, surface_op="append")
+        step: dict[str, Any] = {"turn": self.turn, "step": 0}
+        if not sent:
+            step["sent"] = False
+        if error is None and not ok and aborted is None:
+            error = {"type": "ProviderError", "message": "the stream ended before the answer did"}
+        if error is not None:
+            step["error"] = error
+        session.append("step/end", step)
+        calls = [b["id"] for b in data["content"] if b["type"] == "tool_call"]
+        state.pending = calls
+        if aborted is not None:
+            reason: dict[str, Any] = {"kind": "aborted", "by": aborted}
+        elif error is not None:
+            reason = {"kind": "error", "error": error}
+        elif calls:
+            reason = {"kind": "tool_calls"}
+        elif cut:
+            reason = {"kind": "max_tokens"}
+        else:
+            reason = {"kind": "completed"}
+        end = session.append("turn/end", {"turn": self.turn, "reason": reason})
+        self.reason = end.data["reason"]  # as logged: secrets redacted
+        return end

@@ -1,0 +1,302 @@
+"""An OpenAI chat completions request body -> the log's terms, and its normal form.
+
+``messages[0]`` with role ``system`` is the system prompt (one string, or one
+text part); the other messages map one to one to neutral messages:
+
+* ``user``: a string or text / ``image_url`` parts (a ``data:`` URL becomes a
+  base64 image block; any other URL is kept as the block's ``url``);
+* ``assistant``: ``reasoning_content`` (a reasoning block; an empty one on a
+  message with tool calls is no block, which is how the OpenAI wire writes a
+  tool-call turn without reasoning), the text, then the tool calls with their
+  ``arguments`` string as sent;
+* ``tool``: a ``tool_result`` block whose content is the string (or the text
+  parts) sent.
+
+Standard fields become ``LlmCallConfig`` fields (``max_tokens`` and
+``max_completion_tokens`` are one field, sent in the spelling of the upstream's
+dialect; a ``stop`` string is a one-item list); ``stream`` and
+``stream_options`` are the proxy's own (the upstream always streams, with
+usage); every other field goes to ``config.extras`` as given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from tapelog._errors import EventError, HeaderError, JsonValueError
+from tapelog.llm import OpenAIWire
+from tapelog.log import FrozenDict, encode_trusted, freeze
+from tapelog.proxy._keys import loose_key
+from tapelog.proxy._normal import Opaque, first_difference, normal, text_parts
+from tapelog.proxy._types import ALL_RULES, EVERY_RULE, ClientRequest, ProxyError, Translated
+
+__all__ = ["openai_top", "parse_openai", "translate_openai"]
+
+_OPTIONS: Final = ("temperature", "top_p", "seed", "reasoning_effort")
+_OWN: Final = frozenset({"stream", "stream_options"})
+_MAPPED: Final = frozenset(
+    {"model", "messages", "tools", "max_tokens", "max_completion_tokens", "stop", *_OPTIONS}
+)
+_DATA_URL: Final = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+
+
+def _refuse(message: str) -> ProxyError:
+    return ProxyError(message, kind="invalid_request_error")
+
+
+def _system_text(message: Mapping[str, Any]) -> str | None:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content or None
+    if (
+        isinstance(content, list)
+        and len(content) == 1
+        and isinstance(content[0], Mapping)
+        and content[0].get("type") == "text"
+        and isinstance(content[0].get("text"), str)
+    ):
+        text: str = content[0]["text"]
+        return text or None
+    raise _refuse(
+        "messages[0]: a system message is one string (or one text part) in the log; "
+        "join its parts into one text"
+    )
+
+
+def _tool(tool: Any, where: str) -> FrozenDict:
+    if not isinstance(tool, Mapping) or tool.get("type") != "function":
+        kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
+        raise _refuse(f"{where}: only function tools can be represented in the log, not {kind!r}")
+    function = tool.get("function")
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        raise _refuse(f"{where}.function must be an object with a string name")
+    schema = {"name": function["name"]}
+    schema.update((k, v) for k, v in function.items() if k != "name" and v is not None)
+    frozen: FrozenDict = freeze(schema, path=where)
+    return frozen
+
+
+def _options(body: Mapping[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    limits = {
+        k: body[k] for k in ("max_tokens", "max_completion_tokens") if body.get(k) is not None
+    }
+    if len(set(map(repr, limits.values()))) > 1:
+        raise _refuse(
+            "max_tokens and max_completion_tokens differ; the log keeps one token limit, "
+            "send one of them"
+        )
+    if limits:
+        options["max_tokens"] = next(iter(limits.values()))
+    for key in _OPTIONS:
+        if body.get(key) is not None:
+            options[key] = body[key]
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        options["stop"] = (stop,)
+    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop):
+        options["stop"] = tuple(stop)
+    elif stop is not None:
+        raise _refuse("stop must be a string or a list of strings")
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise _refuse(f"n={n!r}: the log holds one answer per request; send n=1 or leave it out")
+    return options
+
+
+def parse_openai(body: Mapping[str, Any]) -> ClientRequest:
+    """The header part and the raw messages of a chat completions body."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _refuse("model must be a non-empty string")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _refuse("messages must be a non-empty list of message objects")
+    if not all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in messages):
+        raise _refuse("messages: each message must be an object with a string role")
+    offset = 1 if messages[0]["role"] == "system" else 0
+    system = _system_text(messages[0]) if offset else None
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise _refuse("tools must be a list")
+    extras = {k: v for k, v in body.items() if k not in _MAPPED and k not in _OWN and v is not None}
+    if "audio" in extras or "audio" in (extras.get("modalities") or ()):
+        raise _refuse("audio output cannot be represented in the log; ask for text")
+    if extras.get("logprobs") and body.get("stream") is not True:
+        raise _refuse(
+            "logprobs in a non-streamed request: the proxy assembles non-streamed answers "
+            "from the stream without them; stream the request to get logprobs"
+        )
+    return ClientRequest(
+        family="openai",
+        model=model,
+        system=system,
+        tools=tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(tools or ())),
+        options=_options(body),
+        extras=extras,
+        messages=messages[offset:],
+        offset=offset,
+        stream=body.get("stream") is True,
+        body=body,
+    )
+
+
+def openai_top(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The normal form of everything but the history (the system message included)."""
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        if value is None or key in _OWN:
+            continue
+        if key == "messages":
+            system = [m for m in value[:1] if isinstance(m, Mapping) and m.get("role") == "system"]
+            out["messages"] = [_form(m) for m in system]
+            continue
+        if key in ("max_tokens", "max_completion_tokens"):
+            key = "max_tokens"
+        elif key == "stop" and isinstance(value, str):
+            value = [value]
+        if key in ("tools", "stop") and value == []:
+            continue
+        out[key] = normal(value) if key in _MAPPED else Opaque(encode_trusted(value))
+    return out
+
+
+def _form(message: Mapping[str, Any]) -> Any:
+    """A message's normal form (see ``_normal``)."""
+    out = dict(message)
+    if "content" in out:
+        out["content"] = text_parts(out["content"])
+        if not out["content"]:
+            del out["content"]
+    if out.get("tool_calls") == []:
+        del out["tool_calls"]
+    return normal(out)
+
+
+def _image(part: Mapping[str, Any], where: str) -> dict[str, Any]:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, Mapping) else None
+    if not isinstance(url, str):
+        raise _refuse(f"{where}.image_url.url must be a string")
+    found = _DATA_URL.fullmatch(url)
+    if found is not None:
+        return {"type": "image", "media_type": found.group(1), "data": found.group(2)}
+    return {"type": "image", "media_type": "", "url": url}
+
+
+def _user_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise _refuse(f"{where}.content must be a string or a list of parts")
+    blocks: list[dict[str, Any]] = []
+    for k, part in enumerate(content):
+        ptype = part.get("type") if isinstance(part, Mapping) else None
+        if ptype == "text" and isinstance(part.get("text"), str):
+            blocks.append({"type": "text", "text": part["text"]})
+        elif ptype == "image_url":
+            blocks.append(_image(part, f"{where}.content[{k}]"))
+        else:
+            raise _refuse(
+                f"{where}.content[{k}]: a {ptype!r} part cannot be represented in the log "
+                "(text and image_url parts can)"
+            )
+    return blocks
+
+
+def _assistant_blocks(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    if message.get("refusal") is not None:
+        raise _refuse(f"{where}.refusal cannot be sent back through the log; send it as content")
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise _refuse(f"{where}.tool_calls must be a list")
+    blocks: list[dict[str, Any]] = []
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str) and (reasoning or not calls):
+        blocks.append({"type": "reasoning", "text": reasoning})
+    blocks.extend(_user_blocks(message.get("content") or "", where))
+    for k, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if (
+            not isinstance(function, Mapping)
+            or not isinstance(call.get("id"), str)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments"), str)
+        ):
+            raise _refuse(
+                f"{where}.tool_calls[{k}] must have a string id and a function with a string "
+                "name and arguments"
+            )
+        blocks.append(
+            {
+                "type": "tool_call",
+                "id": call["id"],
+                "name": function["name"],
+                "arguments": function["arguments"],
+            }
+        )
+    if not blocks:
+        raise _refuse(
+            f"{where}: an assistant message with no content cannot be represented in the log "
+            "(it would not be sent); leave it out"
+        )
+    return blocks
+
+
+def _neutral(message: Mapping[str, Any], where: str) -> dict[str, Any]:
+    role = message["role"]
+    if role == "user":
+        return {"role": "user", "content": _user_blocks(message.get("content"), where)}
+    if role == "assistant":
+        return {"role": "assistant", "content": _assistant_blocks(message, where)}
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str):
+            raise _refuse(f"{where}.tool_call_id must be a string")
+        content = message.get("content")
+        result = content if isinstance(content, str) else _user_blocks(content, where)
+        block = {"type": "tool_result", "tool_call_id": call_id, "content": result}
+        return {"role": "tool", "content": [{**block, "is_error": False}]}
+    if role in ("system", "developer"):
+        raise _refuse(
+            f"{where}: a {role} message after the first message cannot be represented in the "
+            "log (its system prompt is one text before the conversation)"
+        )
+    raise _refuse(f"{where}: messages with role {role!r} cannot be represented in the log")
+
+
+def translate_openai(message: Any, where: str, *, dialect: str) -> Translated:
+    """One client message in the log's terms, checked against the wire of ``dialect``
+    under every reasoning send-back rule (the rules that reproduce it are kept)."""
+    if not isinstance(message, Mapping):
+        raise _refuse(f"{where} must be an object")
+    try:
+        neutral: FrozenDict = freeze(_neutral(message, where), path=where)
+    except JsonValueError as exc:
+        raise _refuse(str(exc)) from None
+    client = _form(message)
+    rules: list[str] = []
+    problem: str | None = None
+    candidates = ALL_RULES if neutral["role"] == "assistant" else ALL_RULES[:1]
+    for rule in candidates:
+        wire = OpenAIWire(dialect=dialect, send_back=rule)  # type: ignore[arg-type]
+        try:
+            piece = wire.message(neutral, model="-", where=where)
+        except (EventError, HeaderError) as exc:
+            raise _refuse(str(exc)) from None
+        found = first_difference(client, _form(piece), where)
+        if found is None:
+            rules.append(rule)
+        elif problem is None:
+            problem = found
+    if not rules:
+        assert problem is not None
+        raise _refuse(problem)
+    every = neutral["role"] != "assistant" or len(rules) == len(ALL_RULES)
+    return Translated(
+        messages=(neutral,),
+        keys=(loose_key(neutral),),
+        rules=EVERY_RULE if every else frozenset(rules),
+    )

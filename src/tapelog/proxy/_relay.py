@@ -1,0 +1,188 @@
+"""Passing the upstream's streamed answer to the client while logging it.
+
+The upstream's bytes go to the client unchanged, in the pieces they arrive
+in. Each piece is first split into events (``SseDecoder``) and read by the
+same stream parser the loop's clients use (``tapelog.llm``), whose neutral
+chunks are logged as ``assistant/chunk`` events before the piece is passed on.
+A non-streaming client gets the answer assembled from the same events
+(``_answers``). However the relay ends (the stream's end, an error event, a
+cut connection, the client going away), :meth:`Relay.finish` logs the turn's
+end exactly once and hands the session back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+import httpx
+from httpx_sse import ServerSentEvent
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from tapelog._errors import ProviderError
+from tapelog.llm import AnthropicStreamParser, OpenAIStreamParser
+from tapelog.log import FrozenDict, redact
+from tapelog.proxy._exchange import Exchange
+from tapelog.proxy._types import Family
+from tapelog.proxy._upstream import SseDecoder
+
+__all__ = ["Relay", "RelayResponse"]
+
+_EXCERPT = 300
+_HOP = frozenset(
+    {
+        "connection",
+        "content-encoding",
+        "content-length",
+        "keep-alive",
+        "set-cookie",
+        "transfer-encoding",
+    }
+)
+
+
+class _Parser(Protocol):
+    done: bool
+
+    def feed(self, event: ServerSentEvent) -> list[FrozenDict]: ...
+
+    def end(self) -> list[FrozenDict]: ...
+
+
+class _Answer(Protocol):
+    def feed(self, event: ServerSentEvent) -> None: ...
+
+
+def passed_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream's response headers a client may see (not the hop-by-hop ones)."""
+    return {k: v for k, v in headers.items() if k.lower() not in _HOP}
+
+
+def error_of(exc: BaseException, provider: str) -> dict[str, Any]:
+    """A logged error object: type and a bounded, redacted message."""
+    if isinstance(exc, httpx.HTTPError):
+        message = f"the connection to {provider} failed ({type(exc).__name__})"
+    else:
+        message = redact(str(exc))
+    if len(message) > _EXCERPT:
+        message = message[: _EXCERPT - 1] + "…"
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": message}
+    status = getattr(exc, "status", None)
+    if isinstance(status, int):
+        error["status"] = status
+    return error
+
+
+class Relay:
+    """One upstream answer being relayed and logged (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        response: httpx.Response,
+        exchange: Exchange,
+        family: Family,
+        provider: str,
+        answer: _Answer | None,
+        done: Callable[[Exchange, bool, int], Awaitable[None]],
+    ) -> None:
+        self.response = response
+        self.exchange = exchange
+        self.provider = provider
+        self.answer = answer
+        self._done = done
+        self._decoder = SseDecoder()
+        parser: _Parser = (
+            AnthropicStreamParser(provider)
+            if family == "anthropic"
+            else OpenAIStreamParser(provider)
+        )
+        self._parser: _Parser | None = parser
+        self.error: dict[str, Any] | None = None
+        self.completed = False
+        self.finished = False
+
+    def _read(self, events: list[ServerSentEvent]) -> None:
+        for event in events:
+            if self.answer is not None:
+                self.answer.feed(event)
+            parser = self._parser
+            if parser is None or parser.done:
+                continue
+            try:
+                chunks = parser.feed(event)
+            except ProviderError as exc:
+                self.error, self._parser = error_of(exc, self.provider), None
+                continue
+            for chunk in chunks:
+                self.exchange.chunk(chunk)
+
+    def _end_of_stream(self) -> None:
+        if self._parser is not None:
+            try:
+                for chunk in self._parser.end():
+                    self.exchange.chunk(chunk)
+            except ProviderError as exc:
+                self.error = error_of(exc, self.provider)
+            self._parser = None
+        self.completed = self.error is None
+
+    async def pieces(self) -> AsyncIterator[bytes]:
+        """The upstream's bytes as they arrive, each logged before it is yielded.
+
+        The piece that ends the answer (``[DONE]``, ``message_stop``) is passed
+        on only after the turn's end is logged and durable: a client that has
+        the whole answer is never ahead of the log.
+        """
+        try:
+            async for data in self.response.aiter_bytes():
+                self._read(self._decoder.feed(data))
+                if self._parser is not None and self._parser.done:
+                    self._end_of_stream()
+                    await self.finish()
+                yield data
+            if not self.finished:
+                self._read(self._decoder.end())
+                self._end_of_stream()
+        except httpx.HTTPError as exc:
+            if not self.finished:
+                self.error = error_of(exc, self.provider)
+        finally:
+            await self.finish()
+            with contextlib.suppress(Exception):
+                await self.response.aclose()
+
+    async def finish(self) -> None:
+        """Log how the answer ended (once) and hand the session back."""
+        if self.finished:
+            return
+        self.finished = True
+        aborted = not self.completed and self.error is None
+        if self.completed:
+            self.exchange.finish()
+        elif self.error is not None:
+            self.exchange.finish(error=self.error)
+        else:
+            self.exchange.finish(aborted="client-disconnected")
+        # A streaming client already has its 200; a JSON client gets a 502 for an error.
+        status = 502 if self.error is not None and self.answer is not None else 200
+        await self._done(self.exchange, aborted, status)
+
+
+class RelayResponse(StreamingResponse):
+    """A streamed answer whose relay is finished however the response ends
+    (also when the client leaves before the first byte)."""
+
+    def __init__(self, relay: Relay, *, status_code: int, headers: dict[str, str]) -> None:
+        super().__init__(relay.pieces(), status_code=status_code, headers=headers)
+        self.relay = relay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.relay.finish()
+            with contextlib.suppress(Exception):
+                await self.relay.response.aclose()

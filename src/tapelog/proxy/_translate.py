@@ -1,0 +1,238 @@
+"""Client body -> the request header and neutral messages, with the exactness check.
+
+The rule (docs/proxy.md): a request is forwarded only if the body rebuilt from
+the log says to the model exactly what the client's body says. Translation
+builds the header (config, system prompt, tools) and the neutral messages,
+then sends each back through the upstream's wire and compares the result with
+the client's in normal form (``_normal``); any difference is a 400 naming the
+field, before anything is logged. What may differ is listed in ``_normal``,
+``_openai_in`` and ``_anthropic_in``: whitespace, key order outside schemas
+and tool inputs, ``null`` versus absent, string versus one-text-block content,
+the proxy's own ``stream`` / ``stream_options``, the spelling of the token
+limit, Anthropic ``cache_control`` markers.
+
+Messages are translated one by one and the result is cached by a digest of
+the message's canonical bytes (two generations of at most ``cache_size``
+entries each), so a request costs one encode, one hash and one lookup per
+message it repeats, and a full translation only for what is new.
+
+On the OpenAI wire, which reasoning the client sends back
+(``reasoning_content``) is a wire option of the log's config
+(``config.wire.reasoning_send_back``): each assistant message says which
+send-back rules reproduce it, and the header takes one that reproduces all of
+them, preferring the one the session already uses, then ``never`` (most
+clients send no reasoning back, and a session that starts with the rule its
+client keeps needs no header change later), then the dialect's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from hashlib import blake2b
+from typing import Any
+
+from tapelog._errors import EventError, HeaderError, JsonValueError
+from tapelog.llm import AnthropicWire, OpenAIWire, wire_for
+from tapelog.log import (
+    EpochHeader,
+    FrozenDict,
+    FrozenList,
+    encode_trusted,
+    header_from_json,
+)
+from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
+from tapelog.proxy._normal import first_difference
+from tapelog.proxy._openai_in import openai_top, parse_openai, translate_openai
+from tapelog.proxy._types import (
+    ALL_RULES,
+    EVERY_RULE,
+    ClientRequest,
+    Family,
+    ProxyError,
+    Translated,
+)
+from tapelog.proxy._upstream import Upstream
+from tapelog.request import LlmRequest
+
+__all__ = ["Messages", "Translator"]
+
+
+@dataclass(frozen=True, slots=True)
+class Messages:
+    """A request's history in the log's terms: the neutral messages, their
+    loose keys, the client message each came from, and the reasoning
+    send-back rules that reproduce every one of them."""
+
+    neutral: list[FrozenDict]
+    keys: list[bytes]
+    origin: list[int]
+    rules: frozenset[str]
+
+    def where(self, index: int, offset: int) -> str:
+        """The client's name for neutral message ``index``."""
+        if index >= len(self.origin):
+            return f"messages[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
+        return f"messages[{self.origin[index] + offset}]"
+
+
+class Translator:
+    """Translation for one upstream, with a cache of translated messages."""
+
+    def __init__(self, upstream: Upstream, *, cache_size: int = 100_000) -> None:
+        self.upstream = upstream
+        self.dialect = upstream.dialect or "compatible"
+        self.cache_size = cache_size
+        self._current: dict[bytes, Translated] = {}
+        self._previous: dict[bytes, Translated] = {}
+
+    def parse(self, family: Family, body: Mapping[str, Any]) -> ClientRequest:
+        """The header part and raw messages of a client body of ``family``."""
+        return parse_anthropic(body) if family == "anthropic" else parse_openai(body)
+
+    def _miss(self, key: bytes, family: Family, message: Any, where: str) -> Translated:
+        """Translate a message not in the cache, and keep it there."""
+        if family == "anthropic":
+            found = translate_anthropic(message, where)
+        else:
+            found = translate_openai(message, where, dialect=self.dialect)
+        if len(self._current) >= self.cache_size:
+            self._previous, self._current = self._current, {}
+        self._current[key] = found
+        return found
+
+    def messages(self, request: ClientRequest) -> Messages:
+        """Every client message translated (from the cache when seen before).
+
+        The hot path of a long conversation: per message one encode, one
+        lookup and a few appends (run it with the garbage collector paused).
+        """
+        neutral: list[FrozenDict] = []
+        keys: list[bytes] = []
+        origin: list[int] = []
+        rules = EVERY_RULE
+        offset = request.offset
+        family = request.family
+        anthropic = family == "anthropic"
+        current, previous = self._current, self._previous
+        previous_role: Any = None
+        for i, message in enumerate(request.messages):
+            key = blake2b(encode_trusted(message), digest_size=16).digest()
+            done = current.get(key)
+            if done is None:
+                done = previous.get(key)
+                if done is not None:
+                    current[key] = done
+                else:
+                    done = self._miss(key, family, message, f"messages[{i + offset}]")
+                    current, previous = self._current, self._previous
+            if done.rules is not EVERY_RULE:
+                rules = rules & done.rules
+                if not rules:
+                    raise ProxyError(
+                        f"messages[{i + offset}] sends back reasoning (reasoning_content) "
+                        "differently from an earlier assistant message; the log's wire sends it "
+                        "back by one rule for the whole request"
+                    )
+            if anthropic:
+                role = message.get("role")
+                if role == previous_role:
+                    _check_merge(neutral, done, f"messages[{i}]")
+                previous_role = role
+            found = done.messages
+            if len(found) == 1:
+                neutral.append(found[0])
+                keys.append(done.keys[0])
+                origin.append(i)
+            else:
+                neutral.extend(found)
+                keys.extend(done.keys)
+                origin.extend([i] * len(found))
+        return Messages(neutral=neutral, keys=keys, origin=origin, rules=rules)
+
+    def header(
+        self, request: ClientRequest, rules: frozenset[str], current: EpochHeader | None
+    ) -> EpochHeader:
+        """The request header: the client's model, options, extras, system and
+        tools, and (OpenAI) the reasoning send-back rule; checked like a logged one."""
+        wire: dict[str, Any] = {}
+        if request.family == "openai":
+            wire = self._send_back(request.model, rules, current)
+        try:
+            config = self.upstream.config(
+                model=request.model, **request.options, extras=request.extras, wire=wire
+            )
+            header = EpochHeader(config=config, system=request.system, tools=request.tools)
+            # Validated as a logged header is: a value of the wrong type fails here.
+            return header_from_json(header.to_json())
+        except (HeaderError, JsonValueError) as exc:
+            raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
+
+    def _send_back(
+        self, model: str, rules: frozenset[str], current: EpochHeader | None
+    ) -> dict[str, Any]:
+        default = OpenAIWire(dialect=self.dialect).send_back_for(model)  # type: ignore[arg-type]
+        explicit = current.config.wire.get("reasoning_send_back") if current else None
+        in_force = explicit or (
+            OpenAIWire(dialect=self.dialect).send_back_for(current.config.model)  # type: ignore[arg-type]
+            if current
+            else None
+        )
+        # Unconstrained (no assistant message yet), "never": most clients send no
+        # reasoning back, so their sessions keep one rule from the first request.
+        rule = next(r for r in (in_force, "never", default, *ALL_RULES) if r in rules)
+        if rule != default or explicit == rule:
+            return {"reasoning_send_back": rule}
+        return {}
+
+    def check_header(self, request: ClientRequest, header: EpochHeader) -> None:
+        """Refuse unless the header says what the body's non-history part says."""
+        wire = wire_for(header.config)
+        try:
+            rebuilt = wire.build_body(LlmRequest(header=header, messages=FrozenList()))
+        except (HeaderError, EventError, JsonValueError) as exc:
+            raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
+        top = anthropic_top if request.family == "anthropic" else openai_top
+        found = first_difference(top(request.body), top(rebuilt), "body")
+        if found is not None:
+            raise ProxyError(found, kind="invalid_request_error")
+
+    def same(self, header: EpochHeader) -> Callable[[FrozenDict, FrozenDict], bool]:
+        """Whether a logged message and a client's say the same to the model
+        under ``header``'s wire (equal, or equal wire bytes)."""
+        wire = wire_for(header.config)
+        model = header.config.model
+        if isinstance(wire, AnthropicWire):
+            anthropic = wire
+
+            def piece(message: FrozenDict) -> Any:
+                role, blocks = anthropic.message_blocks(message)
+                return role, [b[1] for b in blocks]
+
+        else:
+            openai = wire
+
+            def piece(message: FrozenDict) -> Any:
+                return encode_trusted(openai.message(message, model=model))
+
+        def same(logged: FrozenDict, sent: FrozenDict) -> bool:
+            if logged == sent:
+                return True
+            try:
+                return bool(piece(logged) == piece(sent))
+            except (EventError, JsonValueError):
+                return False
+
+        return same
+
+
+def _check_merge(neutral: Sequence[FrozenDict], done: Translated, where: str) -> None:
+    """Two Anthropic messages of one role in a row are one message to the API;
+    the log's wire merges them too, putting tool results first, so a later
+    message's tool results may not follow an earlier one's other blocks."""
+    if neutral and neutral[-1]["role"] == "user" and done.messages[0]["role"] == "tool":
+        raise ProxyError(
+            f"{where} follows a user message with tool results; the API reads the two as one "
+            "message whose tool results must come first, so send them in one message, "
+            "tool results first"
+        )

@@ -1,0 +1,86 @@
+"""The values translation produces, and the error a refused request gets.
+
+A client body becomes a :class:`ClientRequest`: the non-history part (model,
+system prompt, tools, options, extras: what the log's request header holds)
+and the client's messages, each translated on its own into a
+:class:`Translated` (one client message can be several neutral ones: an
+Anthropic user message with tool results is one ``tool`` message per result,
+then the rest). Translation is pure and checked: each message is sent back
+through the wire that will carry it, and anything the wire would not
+reproduce is a :class:`ProxyError` with status 400 that names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from tapelog._errors import TapelogError
+from tapelog.log import FrozenDict
+
+__all__ = [
+    "ALL_RULES",
+    "EVERY_RULE",
+    "ClientRequest",
+    "Family",
+    "ProxyError",
+    "Translated",
+]
+
+Family = Literal["openai", "anthropic"]
+"""The API a client speaks: OpenAI chat completions or Anthropic Messages."""
+
+ALL_RULES: Final = ("never", "present", "tool_turns", "present_and_tool_turns")
+"""The reasoning send-back rules of the OpenAI wire (``config.wire.reasoning_send_back``)."""
+
+EVERY_RULE: Final = frozenset(ALL_RULES)
+"""The rules of a message that any of them reproduces (one shared object)."""
+
+
+class ProxyError(TapelogError):
+    """A request the proxy answers itself, with ``status`` and this message in
+    the client API's error shape (never forwarded, nothing logged for it unless
+    it says so)."""
+
+    def __init__(self, message: str, *, status: int = 400, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Translated:
+    """One client message in the log's terms.
+
+    ``messages`` are the neutral messages (``{"role", "content"}``) it becomes,
+    in order; ``keys`` their loose keys (``_keys.loose_key``); ``rules`` the
+    reasoning send-back rules under which the OpenAI wire sends back exactly
+    what the client sent (every rule for a message without reasoning choices;
+    always every rule on the Anthropic wire).
+    """
+
+    messages: tuple[FrozenDict, ...]
+    keys: tuple[bytes, ...]
+    rules: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientRequest:
+    """A client's request body, parsed: the header part and the raw messages."""
+
+    family: Family
+    model: str
+    system: str | None
+    tools: tuple[FrozenDict, ...]
+    options: Mapping[str, Any]
+    """``LlmCallConfig`` fields the body sets (``max_tokens``, ``temperature``, ...)."""
+    extras: Mapping[str, Any]
+    """Every other top-level field, in the client's order (sent as ``config.extras``)."""
+    messages: list[Any]
+    """The client's messages after any leading system message, as decoded."""
+    offset: int
+    """How many leading client messages went into ``system`` (OpenAI: 0 or 1)."""
+    stream: bool
+    body: Mapping[str, Any] = field(repr=False)
+    """The whole decoded body (for the header comparison)."""

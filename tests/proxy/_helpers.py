@@ -1,0 +1,215 @@
+"""Serving the proxy and the emulator on loopback, and checking what the proxy logged.
+
+Nothing of tapelog is faked: the emulator is the upstream (over a real socket,
+or in process through an ASGI transport), the proxy is the real app, and the
+clients are the official SDKs.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from tapelog.emulator import Emulator
+from tapelog.llm import encode_request
+from tapelog.log import Session, encode
+from tapelog.proxy import Proxy, RequestSummary, Upstream
+from tapelog.request import rebuild_requests
+from tapelog.store import JsonlStore, verify_jsonl
+
+SECRET = "sk-proxy-test-SECRET-do-not-log-7311"
+
+TOOLS_OPENAI = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    }
+]
+
+TOOLS_ANTHROPIC = [
+    {
+        "name": "add",
+        "description": "Add two integers.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    }
+]
+
+# A two-turn tool conversation: a call, the answer, a follow-up call, the answer.
+SCRIPT = [
+    {"tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": 2}'}]},
+    {"text": "1 + 2 = 3"},
+    {"tool_calls": [{"name": "add", "arguments": '{"a": 3, "b": 4}'}]},
+    {"text": "3 + 4 = 7"},
+]
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[int]:
+    """Serve an ASGI app on a free loopback port in a thread (lifespan on); the port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped before it started"
+        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
+        time.sleep(0.02)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+    assert not thread.is_alive()
+
+
+@contextmanager
+def proxy_on(
+    store: Path, upstream: Upstream, lines: list[str] | None = None, **options: Any
+) -> Iterator[int]:
+    """A proxy to ``upstream`` served on loopback, writing to ``store``; its port.
+    Each request's summary line is appended to ``lines``."""
+
+    def report(summary: RequestSummary) -> None:
+        if lines is not None:
+            lines.append(summary.line())
+
+    proxy = Proxy(upstream, JsonlStore(store), on_request=report, **options)
+    with serve(proxy.app) as port:
+        yield port
+
+
+def upstream_for(provider: str, emulator_port: int) -> Upstream:
+    """The emulator on ``emulator_port`` as the upstream ``provider``."""
+    root = f"http://127.0.0.1:{emulator_port}"
+    base = {
+        "deepseek": f"{root}/deepseek",
+        "openai": f"{root}/openai/v1",
+        "anthropic": f"{root}/anthropic",
+    }[provider]
+    return Upstream.resolve(provider, base_url=base)
+
+
+def sessions_in(store: Path) -> dict[str, Session]:
+    """Every session of the store, each checked with ``verify`` first."""
+    out: dict[str, Session] = {}
+    for path in sorted(store.glob("*.jsonl")):
+        report = verify_jsonl(path.read_bytes(), expected_id=path.stem)
+        assert report.ok, [str(p.error) for p in report.problems]
+        out[path.stem] = JsonlStore(store).load(path.stem).session
+    return out
+
+
+def assert_rebuilds(sessions: dict[str, Session], emulator: Emulator) -> None:
+    """Every body the emulator received is, in order, a request rebuilt from the
+    stored logs (``tapelog requests``), and every rebuilt request was received."""
+    own = {sid: own_requests(s) for sid, s in sessions.items()}
+    rebuilt = [body for bodies in own.values() for body in bodies]
+    received = [r.body for r in emulator.received]
+    assert sorted(rebuilt) == sorted(received)
+    for bodies in own.values():
+        arrived = iter(received)  # in send order: a subsequence of what arrived
+        assert all(any(body == got for got in arrived) for body in bodies), "out of order"
+
+
+def own_requests(session: Session) -> list[bytes]:
+    """The rebuilt bodies of a session's own requests (a fork's seed holds its parent's)."""
+    seed = session.info.seed_length or 0
+    return [
+        encode_request(r.request)
+        for r in rebuild_requests(session.events)
+        if r.boundary_seq >= seed
+    ]
+
+
+def assert_no_secret(store: Path, *texts: str, secret: str = SECRET) -> None:
+    """The key is in no stored byte (any file of the store) and no text."""
+    for path in store.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    for text in texts:
+        assert secret not in text
+
+
+def types_of(session: Session) -> list[str]:
+    return [e.type for e in session.events if e.type not in ("assistant/chunk", "log/digest")]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@asynccontextmanager
+async def in_process(
+    store: Path,
+    *,
+    provider: str = "deepseek",
+    script: list[Any] | None = None,
+    lines: list[str] | None = None,
+    emulator: Emulator | None = None,
+    **options: Any,
+) -> AsyncIterator[tuple[Proxy, Emulator, httpx.AsyncClient]]:
+    """The proxy and the emulator in this event loop (ASGI transports, no socket):
+    the proxy, the emulator, and an HTTP client whose base URL is the proxy."""
+    emu = emulator if emulator is not None else Emulator(script=script)
+    base = {
+        "deepseek": "http://emulator/deepseek",
+        "openai": "http://emulator/openai/v1",
+        "anthropic": "http://emulator/anthropic",
+    }[provider]
+
+    def report(summary: RequestSummary) -> None:
+        if lines is not None:
+            lines.append(summary.line())
+
+    upstream = httpx.AsyncClient(transport=emu.transport(), timeout=30)
+    proxy = Proxy(
+        Upstream.resolve(provider, base_url=base),
+        JsonlStore(store),
+        http_client=upstream,
+        on_request=report,
+        **options,
+    )
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=proxy.app), base_url="http://proxy", timeout=30
+    )
+    try:
+        yield proxy, emu, client
+    finally:
+        await client.aclose()
+        await proxy.aclose()
+        await upstream.aclose()
+
+
+async def post(client: httpx.AsyncClient, path: str, body: Any, **headers: str) -> httpx.Response:
+    """POST a JSON body (tapelog's encoder) with the test key."""
+    head = {"authorization": f"Bearer {SECRET}", "content-type": "application/json", **headers}
+    return await client.post(path, content=encode(body), headers=head)
