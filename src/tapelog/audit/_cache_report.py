@@ -37,7 +37,7 @@ from tapelog.cache import (
     provider_cache,
 )
 from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, History, Session, paused_gc
+from tapelog.log import Event, FrozenDict, History, Session, derive_event_message, paused_gc
 from tapelog.request import WalkedRequest, reading_seq, request_fields, walk_requests
 
 __all__ = ["CacheCause", "CacheReport", "CacheTotals", "RequestCache", "cache_report"]
@@ -255,8 +255,11 @@ def _client_edit(request: WalkedRequest, previous: _Previous | None) -> CacheCau
     replacing = [e for e in request.replaces if is_client_edit(e)]
     if not replacing or previous is None:
         return None
+    # What the client was shown last: the previous history and its answer (a
+    # client that re-serializes the answer's tool arguments edits it in place).
+    old = previous.nodes if previous.answer is None else [*previous.nodes, previous.answer]
     found = history_changes(
-        previous.nodes,
+        old,
         request.nodes,
         old_base=previous.prefix,
         new_base=len(request.header.prefix),
@@ -316,6 +319,8 @@ class _Previous:
     """Its history (an O(1) view), to compare what a client sent again."""
     prefix: int
     """How many prefix messages came before that history."""
+    answer: tuple[int, FrozenDict] | None = None
+    """Its answer as a history node: a client may send that back differently too."""
 
 
 def cache_report(
@@ -380,7 +385,9 @@ def _audit_one(
     end = message.time if message is not None else request.time
     last = segments[-1].key if segments else None
     prefix = len(request.header.prefix)
-    return row, _Previous(len(segments), last, end, request.nodes, prefix)
+    answer = derive_event_message(message) if message is not None else None
+    node = (message.seq, answer) if message is not None and answer is not None else None
+    return row, _Previous(len(segments), last, end, request.nodes, prefix, node)
 
 
 def _reset_cause(request: WalkedRequest, previous: _Previous | None) -> CacheCause | None:
@@ -449,6 +456,13 @@ def _row(
             causes.append(
                 CacheCause(kind="unexplained", seqs=(), detail={"reason": "prefix changed"})
             )
+    elif request.replaced_since:
+        # The prompt extends the previous one, but a client sent the answer it
+        # was shown differently (re-serialized arguments, dropped reasoning):
+        # the cached answer prefix (DeepSeek stores it) is lost, and this says why.
+        edit = _client_edit(request, previous)
+        if edit is not None:
+            causes.append(edit)
     if reset is not None:
         causes.append(reset)
     if counts.short:
