@@ -24,6 +24,7 @@ def loopback_emulator() -> Iterator[tuple[Emulator, int]]:
     emulator = Emulator()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(emulator.app, log_level="warning", lifespan="off", ws="none")

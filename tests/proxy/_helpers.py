@@ -68,6 +68,7 @@ def serve(app: Any) -> Iterator[int]:
     """Serve an ASGI app on a free loopback port in a thread (lifespan on); the port."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none", access_log=False)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import os
-import socket
 from pathlib import Path
 
 import click
+
+from tapelog.cli._common import listen
 
 __all__ = ["COMMANDS", "base_urls", "is_loopback"]
 
@@ -76,28 +76,12 @@ def emulator_command(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--script") from None
     emu = Emulator(script=script, context_window=context_window)
-    sock = _listen(host, port)
+    sock = listen(host, port)
     for provider, url in base_urls(host, sock.getsockname()[1]).items():
         click.echo(f"{provider:<10} {url}")
     click.echo("(emulator and deepseek: DeepSeek cache rule; Ctrl-C stops.)", err=True)
     with sock, contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
         uvicorn.Server(uvicorn.Config(emu.app, log_level="warning")).run(sockets=[sock])
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind before printing anything: a busy port is one clear error, and the
-    URLs printed name the real port (``--port 0`` picks a free one)."""
-    bare = host.strip("[]")
-    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    try:
-        return socket.create_server((bare, port), family=family)
-    except OSError as exc:
-        raise click.BadParameter(
-            f"cannot listen on {host} port {port} "
-            f"({os.strerror(exc.errno) if exc.errno else exc}); "
-            "stop what uses it or pick another port (0 picks a free one).",
-            param_hint="--port",
-        ) from None
 
 
 COMMANDS: list[click.Command] = [emulator_command]

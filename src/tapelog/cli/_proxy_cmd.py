@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 
 import click
 
-from tapelog.cli._common import OneLineError, store_option
+from tapelog.cli._common import OneLineError, listen, store_option
 from tapelog.cli._emulator_cmd import is_loopback
 from tapelog.cli._providers import providers_option
 from tapelog.cli._stores import open_store, store_label
@@ -32,19 +31,6 @@ def client_settings(host: str, port: int, family: str) -> list[str]:
     if family == "anthropic":
         return [f"ANTHROPIC_BASE_URL={root}"]
     return [f"OPENAI_BASE_URL={root}/v1", f"OPENAI_API_BASE={root}/v1"]
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    bare = host.strip("[]")
-    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-    try:
-        return socket.create_server((bare, port), family=family)
-    except OSError as exc:
-        raise click.BadParameter(
-            f"cannot listen on {host} port {port} ({exc.strerror or exc}); "
-            "stop what uses it or pick another port (0 picks a free one).",
-            param_hint="--port",
-        ) from None
 
 
 @click.command("proxy")
@@ -109,7 +95,7 @@ def proxy_command(
     def report(summary: RequestSummary) -> None:
         click.echo(terminal_text(summary.line()))
 
-    sock = _listen(host, port)
+    sock = listen(host, port)
     proxy = Proxy(target, sessions, check=check, on_request=report, scan_limit=resume_sessions)
     bound = sock.getsockname()[1]
 
