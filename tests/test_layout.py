@@ -32,6 +32,8 @@ ALLOWED: dict[str, set[str]] = {
     "proxy": {"log", "cache", "request", "llm", "checker", "store"},
     # The OpenTelemetry export reads the cache audit's rows, so it sits above the audit.
     "export": {"log", "cache", "request", "llm", "checker", "audit"},
+    # The live view reads stores and renders the report's views.
+    "serve": {"log", "cache", "request", "llm", "checker", "store", "audit"},
 }
 
 

@@ -2,7 +2,9 @@
 
 The rebuild itself lives below the agent and the audit, in :mod:`tapelog.request`
 (and the checker in :mod:`tapelog.checker`); it is re-exported here, next to the
-cache report, the request diff and the HTML report built on it.
+cache report, the request diff and the HTML report built on it. The report's
+views (:func:`report_parts`, :func:`report_html`, :class:`Timeline`, ...) are
+public so that ``tapelog serve`` renders its session pages with them.
 """
 
 from tapelog.audit._cache_report import (
@@ -15,8 +17,18 @@ from tapelog.audit._cache_report import (
 from tapelog.audit._diff import HeaderDiff, MessagesDiff, RequestDiff, header_diff, request_diff
 from tapelog.audit._edits import MessageChange
 from tapelog.audit._history_edits import HistoryChanges, history_changes
-from tapelog.audit._report_html import render_report
-from tapelog.audit._report_views import header_change
+from tapelog.audit._report_html import (
+    ReportParts,
+    ReportWindow,
+    render_report,
+    report_assets,
+    report_html,
+    report_parts,
+    report_windows,
+)
+from tapelog.audit._report_links import ReportLinks
+from tapelog.audit._report_timeline import Timeline
+from tapelog.audit._report_views import header_change, message_html
 from tapelog.audit._sentences import edit_sentence, header_sentence
 from tapelog.checker import check_enabled, check_request
 from tapelog.llm import encode_request
@@ -31,8 +43,12 @@ __all__ = [
     "MessageChange",
     "MessagesDiff",
     "RebuiltRequest",
+    "ReportLinks",
+    "ReportParts",
+    "ReportWindow",
     "RequestCache",
     "RequestDiff",
+    "Timeline",
     "build_request",
     "cache_report",
     "check_enabled",
@@ -43,8 +59,13 @@ __all__ = [
     "header_diff",
     "header_sentence",
     "history_changes",
+    "message_html",
     "rebuild_request_at",
     "rebuild_requests",
     "render_report",
+    "report_assets",
+    "report_html",
+    "report_parts",
+    "report_windows",
     "request_diff",
 ]

@@ -5,7 +5,9 @@ JavaScript off, and so a test can count the bars in the markup. Each bar is a
 ``<g class="bar" data-index="N">`` (N is the request's 1-based index) holding
 the cached part (bottom), the uncached part (top), an optional tick at the
 cache the log says was possible, a native tooltip, and, when the cache broke,
-a marker above the bar labelled with the cause.
+a marker above the bar labelled with the cause. The bar (its column) is a link
+to its request's section (``ReportLinks.request``), so it leads there without
+script.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
+
+from tapelog.audit._report_links import ReportLinks
 
 __all__ = ["Bar", "chart_svg", "legend_html"]
 
@@ -119,7 +123,7 @@ def _tick_every(slot: float) -> int:
     return k
 
 
-def _bar(bar: Bar, x: float, width: float, frame: _Frame, show_index: bool) -> str:
+def _bar(bar: Bar, x: float, width: float, frame: _Frame, show_index: bool, href: str) -> str:
     base = frame.base
     cached_h = bar.cached * frame.scale
     uncached_h = max(bar.prompt - bar.cached, 0) * frame.scale
@@ -127,13 +131,14 @@ def _bar(bar: Bar, x: float, width: float, frame: _Frame, show_index: bool) -> s
         f'<g class="bar{" break" if bar.breaks else ""}" data-index="{bar.index}" '
         f'data-turn="{bar.turn}" data-step="{bar.step}">',
         f"<title>{escape(_tooltip(bar))}</title>",
+        f'<a href="{href}">',
         # An invisible full-height target keeps short bars easy to hover and click.
         f'<rect class="hit" x="{x:.1f}" y="{frame.top:.1f}" width="{width:.1f}" '
         f'height="{_HEIGHT}"/>',
         f'<rect class="uncached" x="{x:.1f}" y="{base - cached_h - uncached_h:.1f}" '
         f'width="{width:.1f}" height="{uncached_h:.1f}"/>',
         f'<rect class="cached" x="{x:.1f}" y="{base - cached_h:.1f}" '
-        f'width="{width:.1f}" height="{cached_h:.1f}"/>',
+        f'width="{width:.1f}" height="{cached_h:.1f}"/></a>',
     ]
     if bar.expected is not None and bar.expected != bar.cached:
         y = base - bar.expected * frame.scale
@@ -158,8 +163,9 @@ def _bar(bar: Bar, x: float, width: float, frame: _Frame, show_index: bool) -> s
     return "".join(parts)
 
 
-def chart_svg(bars: Sequence[Bar]) -> str:
-    """The whole chart: axes, gridlines, turn bands and the bars."""
+def chart_svg(bars: Sequence[Bar], links: ReportLinks | None = None) -> str:
+    """The whole chart: axes, gridlines, turn bands and the bars (each a link)."""
+    links = links or ReportLinks()
     if not bars:
         return '<p class="empty">This session has no loop requests yet: nothing to chart.</p>'
     slot = max(_PLOT_WIDTH / len(bars), _MIN_SLOT)
@@ -195,7 +201,7 @@ def chart_svg(bars: Sequence[Bar]) -> str:
     for i, bar in enumerate(bars):
         x = _LEFT + i * slot + (slot - bar_w) / 2
         shown = every == 1 or bar.index % every == 0 or i == 0
-        out.append(_bar(bar, x, bar_w, frame, show_index=shown))
+        out.append(_bar(bar, x, bar_w, frame, shown, links.request(bar.index)))
     base = frame.base
     out += [
         f'<line class="axis" x1="{_LEFT}" x2="{_LEFT + plot_w:.1f}" y1="{base:.1f}" '

@@ -1,25 +1,37 @@
-"""The report's two long views: the turn/step timeline and each request's messages.
+"""The report's views of requests: each request's header parts and messages.
 
-Everything shown comes from the log: the timeline walks the events once, the
-request view shows what :func:`tapelog.audit.rebuild_requests` (the loop's own
-code path) says each request contained. All log text is escaped here; long
-texts are clipped with a visible note (never silently), and a request that
-extends the one before shows only its new messages, so the page grows with the
-log rather than with its square.
+Everything shown comes from the log: each request is what
+:func:`tapelog.request.walk_requests` (the loop's own code path) says it
+contained. All log text is escaped here; long texts are clipped with a visible
+note (never silently), and a request that extends the one before shows only
+its new messages, so the page grows with the log rather than with its square.
+The static report shows every request; ``tapelog serve`` shows a window of
+them with the same function (``before`` and ``seen`` carry what the requests
+before the window decide). The timeline is in ``_report_timeline``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 from tapelog.audit._diff import tool_marks
-from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, chunk_kind, encode_str
-from tapelog.request import RebuiltRequest, reading_seq
+from tapelog.audit._report_links import ReportLinks
+from tapelog.log import EpochHeader, Event, encode_str
+from tapelog.request import LlmRequest
 
-__all__ = ["clip", "header_change", "requests_html", "timeline_html"]
+__all__ = [
+    "ShownRequest",
+    "clip",
+    "content_text",
+    "excerpt",
+    "header_change",
+    "header_keys",
+    "message_html",
+    "requests_html",
+]
 
 _EXCERPT = 160
 
@@ -36,12 +48,13 @@ def clip(text: str, limit: int) -> str:
     )
 
 
-def _excerpt(text: str) -> str:
+def excerpt(text: str) -> str:
+    """``text`` on one line, cut to 160 characters (for summaries and timeline lines)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "…"
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """The readable text of a content value (a string or a list of blocks)."""
     if isinstance(content, str):
         return content
@@ -53,7 +66,7 @@ def _content_text(content: Any) -> str:
         elif kind == "tool_call":
             parts.append(f"{block.get('name')}({block.get('arguments', '')})")
         elif kind == "tool_result":
-            parts.append(_content_text(block.get("content")))
+            parts.append(content_text(block.get("content")))
         else:
             parts.append(f"[{kind}]")
     return " ".join(p for p in parts if p)
@@ -72,132 +85,6 @@ def header_change(event: Event) -> str:
         else:
             fields.append(f"{key} changed")
     return ", ".join(fields)
-
-
-# --- timeline ------------------------------------------------------------------
-
-
-def _tokens(usage: Mapping[str, Any] | None) -> str:
-    if not usage:
-        return "no usage logged"
-    prompt = usage_prompt_tokens(usage)
-    return (
-        f"{prompt:,} prompt tok · {usage.get('cache_read', 0):,} cached · "
-        f"{usage.get('output', 0):,} out"
-    )
-
-
-def _item(css: str, label: str, body: str) -> str:
-    return f'<li class="{css}"><span class="tag">{escape(label)}</span> {body}</li>'
-
-
-def _event_item(event: Event, calls: dict[str, str]) -> str | None:
-    """The timeline line for one event (``None``: not shown on its own)."""
-    kind = event.type
-    if kind == "assistant/chunk" and chunk_kind(event) != "error":
-        return None  # streamed pieces show in their message; only failed attempts stand out
-    data = event.data
-    if kind == "assistant/message":
-        text = _excerpt(_content_text(data["content"])) or "(empty)"
-        note = " · interrupted" if data.get("interrupted") else ""
-        return _item("assistant", "assistant", f"{escape(text)}{note}")
-    if kind == "tool/call":
-        calls[data["call_id"]] = data["name"]
-        return None
-    if kind == "tool/result":
-        name = calls.get(data["call_id"], data["call_id"])
-        op = event.surface_op
-        if isinstance(op, Mapping):
-            text = f"result of {escape(name)} trimmed (replaces seq {op['start']})"
-            return _item("trim", "trim", text)
-        css = "tool error" if data["is_error"] else "tool"
-        result = escape(_excerpt(_content_text(data["content"])))
-        return _item(css, name, f"→ <code>{result}</code>")
-    if kind in ("user/message", "context/message"):
-        source = data["source"].get("kind", "?")
-        if source == "compaction":
-            return _item("compaction", "summary", escape(_excerpt(_content_text(data["content"]))))
-        return _item(
-            f"context {kind[:4]}", source, escape(_excerpt(_content_text(data["content"])))
-        )
-    if kind in ("request/header", "request/header-delta"):
-        return _item("header", "header", escape(header_change(event)))
-    if kind == "compact/start":
-        return _item(
-            "compaction",
-            "compaction",
-            escape(
-                f"{data.get('id')} starts "
-                f"({data.get('trigger')}, ~{data.get('context_tokens', 0):,} tok)"
-            ),
-        )
-    if kind == "compact/end" and not data.get("ok", True):
-        return _item("error", "compaction", escape(f"{data.get('id')} failed: {data.get('error')}"))
-    if kind == "assistant/chunk" and chunk_kind(event) == "error":
-        chunk = data["chunk"]
-        return _item("error", "retry", escape(f"{chunk.get('status')} {chunk.get('message')}"))
-    if kind == "session/end-seed":
-        return _item("header", "fork", escape(f"inherited seed from {data.get('parent')} ends"))
-    return None
-
-
-def timeline_html(events: Sequence[Event], request_at: Mapping[int, int]) -> str:
-    """Turns, their steps and what happened in each, from one walk over the log.
-
-    ``request_at`` maps each ``step/start`` seq to its request index.
-    """
-    out: list[str] = ['<ol class="timeline">']
-    calls: dict[str, str] = {}
-    turn_head = ""
-    body: list[str] = []  # the open turn's children (steps and notes)
-    step: list[str] | None = None  # the open step's lines
-    step_head = ""
-    usage: Mapping[str, Any] | None = None
-
-    def close_step() -> None:
-        nonlocal step
-        if step is not None:
-            body.append(
-                f'<li class="step"><div class="step-head">{step_head} · '
-                f'{escape(_tokens(usage))}</div><ul class="items">{"".join(step)}</ul></li>'
-            )
-            step = None
-
-    def close_turn(reason: str) -> None:
-        close_step()
-        if turn_head or body:
-            out.append(
-                f'<li class="turn"><div class="turn-head">{turn_head}'
-                f'<span class="reason reason-{escape(reason)}">{escape(reason)}</span>'
-                f'</div><ol class="steps">{"".join(body)}</ol></li>'
-            )
-        body.clear()
-
-    for event in events:
-        with reading_seq(event.seq):
-            data = event.data
-            if event.type == "turn/start":
-                close_turn("outside turns")
-                turn_head = f'<b id="turn-{data["turn"]}">Turn {data["turn"]}</b> '
-            elif event.type == "turn/end":
-                close_turn(str(data["reason"].get("kind", "?")))
-                turn_head = ""
-            elif event.type == "step/start":
-                close_step()
-                index = request_at.get(event.seq)
-                link = f' · <a href="#req-{index}">request #{index}</a>' if index else ""
-                step_head, step, usage = f"<b>Step {data['step']}</b>{link}", [], None
-            elif event.type == "step/end":
-                close_step()
-            else:
-                if event.type == "assistant/message":
-                    usage = data.get("usage")
-                line = _event_item(event, calls)
-                if line is not None:
-                    (step if step is not None else body).append(line)
-    close_turn("open (no turn/end yet)" if turn_head else "outside turns")
-    out.append("</ol>")
-    return "".join(out)
 
 
 # --- requests -------------------------------------------------------------------
@@ -237,10 +124,19 @@ def _block_html(block: Mapping[str, Any], limit: int) -> str:
     return f"<pre>{escape(clip(encode_str(block), limit))}</pre>"
 
 
-def _message_html(position: int, seq: int | None, message: Mapping[str, Any], limit: int) -> str:
+def message_html(
+    position: int,
+    seq: int | None,
+    message: Mapping[str, Any],
+    limit: int,
+    links: ReportLinks | None = None,
+) -> str:
+    """One message of a request: role, where it comes from (linked), excerpt, blocks."""
     role = str(message.get("role"))
-    where = f"seq {seq}" if seq is not None else "session prefix"
-    summary = escape(_excerpt(_content_text(message.get("content"))))
+    where = "session prefix"
+    if seq is not None:
+        where = f"seq {seq}" if links is None else f'<a href="{links.seq(seq)}">seq {seq}</a>'
+    summary = escape(excerpt(content_text(message.get("content"))))
     blocks = "".join(_block_html(b, limit) for b in message.get("content") or ())
     return (
         f'<details class="msg role-{escape(role)}" open><summary><span class="pos">'
@@ -249,81 +145,106 @@ def _message_html(position: int, seq: int | None, message: Mapping[str, Any], li
     )
 
 
-def _part(title: str, body: str, seen: dict[str, int], key: str, index: int) -> str:
+def header_keys(header: EpochHeader) -> tuple[str, str]:
+    """What makes two requests' system prompt (first) or tools (second) the same."""
+    return "s" + (header.system or ""), "t" + encode_str(list(header.tools))
+
+
+def _part(
+    title: str, body: str, seen: dict[str, int], key: str, index: int, links: ReportLinks
+) -> str:
     """A collapsible header part, shown in full only where it first appears."""
     first = seen.setdefault(key, index)
     if first != index:
         return (
             f'<p class="same">{escape(title)}: same as in '
-            f'<a href="#req-{first}">request #{first}</a>.</p>'
+            f'<a href="{links.request(first)}">request #{first}</a>.</p>'
         )
     return f'<details class="part"><summary>{escape(title)}</summary>{body}</details>'
 
 
-def _shared(prev: RebuiltRequest | None, item: RebuiltRequest) -> int:
-    """How many leading messages ``item`` shares with the request before it."""
+def _shared(prev: LlmRequest | None, new: LlmRequest) -> int:
+    """How many leading messages ``new`` shares with the request before it."""
     if prev is None:
         return 0
-    old, new = prev.request, item.request
-    n = len(old.messages)
-    if n > len(new.messages) or old.node_seqs != new.node_seqs[:n]:
+    n = len(prev.messages)
+    if n > len(new.messages) or prev.node_seqs != new.node_seqs[:n]:
         return 0
-    return n if all(a == b for a, b in zip(old.messages, new.messages, strict=False)) else 0
+    # list equality in C: an identity test for the shared frozen messages, then ==
+    return n if prev.messages == new.messages[:n] else 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShownRequest:
+    """One request's section: the request rebuilt, and its summary lines (HTML)."""
+
+    index: int
+    request: LlmRequest
+    summary: str
+    """The section's one-line title (HTML)."""
+    detail: str
+    """Facts under the title: provider, rule, body size and sha256, ... (HTML)."""
+    explained: str = ""
+    """Links to the events that explain what changed before it (HTML; may be empty)."""
 
 
 def requests_html(
-    rebuilt: Sequence[RebuiltRequest],
-    summaries: Sequence[str],
-    details: Sequence[str],
+    shown: Sequence[ShownRequest],
     limit: int,
+    links: ReportLinks,
+    *,
+    before: tuple[int, LlmRequest] | None = None,
+    seen: dict[str, int] | None = None,
 ) -> str:
-    """One collapsible section per request: header parts, then its messages."""
-    seen: dict[str, int] = {}
+    """One collapsible section per request: header parts, then its messages.
+
+    ``before`` is the request just before the first one shown (its index and
+    request), ``seen`` where each system prompt and tool list first appeared
+    (:func:`header_keys`); both only matter when ``shown`` starts after request 1.
+    """
+    seen = {} if seen is None else seen
     out: list[str] = []
-    prev: RebuiltRequest | None = None
-    for item, summary, detail in zip(rebuilt, summaries, details, strict=True):
+    for item in shown:
         header = item.request.header
-        parts = [f'<div class="meta">{detail}</div>']
+        system_key, tools_key = header_keys(header)
+        parts = [f'<div class="meta">{item.detail}</div>']
+        if item.explained:
+            parts.append(f'<div class="meta">{item.explained}</div>')
+        actions = links.request_actions(item.index)
+        if actions:
+            parts.append(f'<div class="actions">{actions}</div>')
         system = header.system or ""
-        parts.append(
-            _part(
-                f"System prompt ({len(system):,} chars)",
-                f"<pre>{escape(clip(system, limit))}</pre>",
-                seen,
-                "s" + system,
-                item.index,
-            )
-        )
+        title = f"System prompt ({len(system):,} chars)"
+        body = f"<pre>{escape(clip(system, limit))}</pre>"
+        parts.append(_part(title, body, seen, system_key, item.index, links))
         tools = "".join(
             f'<details class="tool"><summary><b>{escape(str(t["name"]))}</b> '
-            f'<span class="excerpt">{escape(_excerpt(str(t.get("description", ""))))}</span>'
+            f'<span class="excerpt">{escape(excerpt(str(t.get("description", ""))))}</span>'
             f"</summary><pre>{escape(clip(encode_str(t), limit))}</pre></details>"
             for t in header.tools
         )
         names = ", ".join(str(t["name"]) for t in header.tools) or "none"
-        tools_key = "t" + encode_str(list(header.tools))
-        parts.append(
-            _part(f"Tools ({len(header.tools)}): {names}", tools, seen, tools_key, item.index)
-        )
-        shared = _shared(prev, item)
-        if shared and prev is not None:
-            parts.append(
-                f'<p class="same">Messages 1–{shared}: the same as in '
-                f'<a href="#req-{prev.index}">request #{prev.index}</a> '
-                f"(this request extends it).</p>"
-            )
-        elif prev is not None:
-            parts.append(
-                f'<p class="same warn">Does not extend <a href="#req-{prev.index}">'
-                f"request #{prev.index}</a>: every message is shown.</p>"
-            )
+        title = f"Tools ({len(header.tools)}): {names}"
+        parts.append(_part(title, tools, seen, tools_key, item.index, links))
+        shared = _shared(before[1] if before else None, item.request)
+        if before is not None:
+            prev = f'<a href="{links.request(before[0])}">request #{before[0]}</a>'
+            if shared:
+                parts.append(
+                    f'<p class="same">Messages 1–{shared}: the same as in {prev} '
+                    f"(this request extends it).</p>"
+                )
+            else:
+                parts.append(
+                    f'<p class="same warn">Does not extend {prev}: every message is shown.</p>'
+                )
         pairs = zip(item.request.node_seqs, item.request.messages, strict=True)
         for position, (seq, message) in enumerate(pairs, start=1):
             if position > shared:
-                parts.append(_message_html(position, seq, message, limit))
+                parts.append(message_html(position, seq, message, limit, links))
         out.append(
-            f'<details class="request" id="req-{item.index}"><summary>{summary}'
+            f'<details class="request" id="req-{item.index}"><summary>{item.summary}'
             f'</summary><div class="request-body">{"".join(parts)}</div></details>'
         )
-        prev = item
+        before = (item.index, item.request)
     return "".join(out) or '<p class="empty">No loop requests in this session.</p>'

@@ -1,0 +1,32 @@
+"""``tapelog serve``: a read-only web view of every session in a store, live.
+
+:func:`create_app` is the Starlette app the command serves on loopback: the
+sessions page (from a small index that never replays a log to draw the list),
+each session's page (the very views of ``tapelog report``), a diff of any two
+requests with their exact bodies, and live updates by server-sent events as a
+writer flushes. docs/serve.md describes the pages, the index and how it stays
+correct, and the security properties.
+
+Importing this package imports Starlette (the web stack); the library's other
+packages never import it.
+"""
+
+from tapelog.serve._app import create_app, source_for
+from tapelog.serve._index import Row, SessionIndex
+from tapelog.serve._jsonl_source import JsonlSource
+from tapelog.serve._pg_source import PostgresSource
+from tapelog.serve._source import Audited, Entry, Source
+from tapelog.serve._summary import Summary
+
+__all__ = [
+    "Audited",
+    "Entry",
+    "JsonlSource",
+    "PostgresSource",
+    "Row",
+    "SessionIndex",
+    "Source",
+    "Summary",
+    "create_app",
+    "source_for",
+]

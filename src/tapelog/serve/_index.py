@@ -1,0 +1,284 @@
+"""The sessions index: one small row per stored session, kept current cheaply.
+
+Drawing the sessions page never replays a log. Each refresh asks the store
+for a version key per session (:mod:`._source`) and folds only what changed:
+an unchanged session costs one ``stat`` (JSONL) or one index probe
+(PostgreSQL); a session that grew is folded from where the last fold stopped.
+
+The cache efficiency needs the cache audit's simulation, which costs a load
+and a walk of the whole log, so it is filled in separately: for the sessions
+a page shows (within a time budget per page), then by a background thread
+for the rest, newest first. It is the very :func:`tapelog.audit.cache_report`
+of ``tapelog cache``, run on the log as the store loads it (every event
+validated, every digest checked), so a session that does not load is marked
+damaged here too. An audit belongs to the number of events it read; when a
+session grows the row shows the old efficiency as stale until it is audited
+again, which happens once no writer holds it.
+
+The index is kept in memory and, unless told otherwise, in a file outside the
+store (the server never writes to the store), so a restart starts warm; every
+entry read back is checked against the store's key like any other, and an
+unreadable or foreign file is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from tapelog._errors import TapelogError
+from tapelog.audit import cache_report
+from tapelog.log import decode, encode
+from tapelog.serve._source import Audited, Entry, Source
+from tapelog.serve._summary import Summary
+
+__all__ = ["Row", "SessionIndex"]
+
+_log = logging.getLogger("tapelog.serve")
+_FORMAT: Final = 1
+_SAVE_EVERY_S: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Row:
+    """What the sessions page shows of one session."""
+
+    summary: Summary
+    status: str
+    """``running`` (a writer holds it), ``interrupted`` (it stopped inside a turn),
+    ``ended`` or ``damaged`` (it could not be read; ``error`` says why)."""
+    efficiency: float | None
+    """The cache efficiency of the last audit (``None``: not audited yet)."""
+    audited: bool
+    """Whether ``efficiency`` is of the log as it is now (else older, or none)."""
+    error: str | None
+
+    @property
+    def id(self) -> str:
+        return self.summary.id
+
+
+def _row(entry: Entry, running: bool) -> Row:
+    summary, audit = entry.summary, entry.audit
+    error = summary.error
+    if error is None and audit is not None and audit.error is not None:
+        error = audit.error
+    if error is not None:
+        status = "damaged"
+    elif running:
+        status = "running"
+    else:
+        status = "interrupted" if summary.open_turn else "ended"
+    return Row(
+        summary=summary,
+        status=status,
+        efficiency=None if audit is None else audit.efficiency,
+        audited=entry.audited is not None,
+        error=error,
+    )
+
+
+class SessionIndex:
+    """Rows for every session of ``source`` (see the module docstring).
+
+    ``path`` is where the index is kept between runs (``None``: memory only).
+    Thread-safe: pages, the background auditor and the live views share it.
+    """
+
+    def __init__(self, source: Source, path: Path | None = None) -> None:
+        self._source = source
+        self._path = path
+        self._lock = threading.Lock()
+        self._entries: dict[str, Entry] = self._read() if path is not None else {}
+        self._running: set[str] = set()
+        self._dirty = False
+        self._saved = time.monotonic()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+
+    # --- rows ------------------------------------------------------------------
+
+    def rows(self, *, refresh: bool = True) -> list[Row]:
+        """Every session's row (``refresh``: bring the index up to date first)."""
+        if refresh:
+            with self._lock:
+                old = self._entries
+                new = self._source.refresh(old)
+                for session_id, entry in new.items():
+                    before = old.get(session_id)
+                    if entry is not before:
+                        self._dirty = True
+                        if before is not None and entry.audit is None:
+                            entry.audit = before.audit  # stale now, shown as such
+                self._dirty |= len(new) != len(old)
+                self._entries = new
+            running = self._source.running()
+            with self._lock:
+                self._running = running
+            self._wake.set()
+            self.save(force=False)
+        with self._lock:
+            return [_row(e, e.summary.id in self._running) for e in self._entries.values()]
+
+    def children(self) -> dict[str, list[str]]:
+        """Each parent's forks (from the rows as last refreshed), oldest first."""
+        out: dict[str, list[str]] = {}
+        with self._lock:
+            entries = sorted(self._entries.values(), key=lambda e: e.summary.created or 0)
+        for entry in entries:
+            if entry.summary.parent is not None:
+                out.setdefault(entry.summary.parent, []).append(entry.summary.id)
+        return out
+
+    def parents(self) -> dict[str, str | None]:
+        """Each session's parent (from the rows as last refreshed)."""
+        with self._lock:
+            return {i: e.summary.parent for i, e in self._entries.items()}
+
+    def pending(self) -> list[str]:
+        """Sessions whose audit is missing or stale and that no writer holds, newest first."""
+        with self._lock:
+            todo = [
+                e
+                for e in self._entries.values()
+                if e.audited is None
+                and e.summary.error is None
+                and e.summary.id not in self._running
+            ]
+        todo.sort(key=lambda e: (e.summary.created or 0, e.summary.id), reverse=True)
+        return [e.summary.id for e in todo]
+
+    # --- the audit ---------------------------------------------------------------
+
+    def audit(self, ids: Iterable[str], *, budget: float) -> None:
+        """Audit those of ``ids`` that need it, until ``budget`` seconds are spent."""
+        wanted = set(self.pending())
+        deadline = time.monotonic() + budget
+        for session_id in ids:
+            if time.monotonic() >= deadline:
+                return
+            if session_id in wanted:
+                self._audit_one(session_id)
+
+    def _audit_one(self, session_id: str) -> None:
+        with self._lock:
+            entry = self._entries.get(session_id)
+        if entry is None:
+            return
+        events = entry.summary.events
+        try:
+            session = self._source.follow(session_id).session
+            totals = cache_report(session).totals
+            audited = Audited(
+                events=len(session),
+                requests=totals.requests,
+                prompt_tokens=totals.prompt_tokens,
+                cached_tokens=totals.cached_reported,
+                expected=totals.cached_expected,
+            )
+        except (TapelogError, OSError) as exc:
+            audited = Audited(events=events, error=str(exc))
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None:
+                return
+            entry.audit = audited
+            self._dirty = True
+            summary = entry.summary
+            if audited.error is None and audited.events == summary.events:
+                counts = (summary.requests, summary.prompt_tokens, summary.cached_tokens)
+                if counts != (audited.requests, audited.prompt_tokens, audited.cached_tokens):
+                    _log.warning(
+                        "session %s: the index counted %s but the cache audit %s",
+                        session_id,
+                        counts,
+                        (audited.requests, audited.prompt_tokens, audited.cached_tokens),
+                    )
+
+    def start(self) -> None:
+        """Start the background auditor (idempotent)."""
+        if self._worker is None:
+            self._worker = threading.Thread(
+                target=self._work, name="tapelog-serve-audit", daemon=True
+            )
+            self._worker.start()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=10)
+            self._wake.clear()
+            for session_id in self.pending():
+                if self._stop.is_set():
+                    return
+                try:
+                    self._audit_one(session_id)
+                except Exception:  # never let one session stop the auditor
+                    _log.exception("auditing session %s failed", session_id)
+                self.save(force=False)
+                time.sleep(0.002)  # let page requests have the interpreter
+            self.save(force=False)
+
+    def close(self) -> None:
+        """Stop the auditor and save the index."""
+        self._stop.set()
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join(timeout=10)
+        self.save(force=True)
+
+    # --- the file ----------------------------------------------------------------
+
+    def _read(self) -> dict[str, Entry]:
+        assert self._path is not None
+        try:
+            lines = self._path.read_bytes().split(b"\n")
+            head = decode(lines[0])
+        except (OSError, TapelogError):
+            return {}
+        if head != {"tapelog_serve_index": _FORMAT, "store": self._source.label}:
+            return {}
+        entries: dict[str, Entry] = {}
+        for line in lines[1:]:
+            if not line:
+                continue
+            try:
+                entry = Entry.from_json(decode(line))
+            except (TapelogError, ValueError, TypeError, KeyError):
+                continue  # a damaged entry is folded again
+            entries[entry.summary.id] = entry
+        return entries
+
+    def save(self, *, force: bool) -> None:
+        """Write the index file if it changed (at most every 5 s unless ``force``)."""
+        if self._path is None:
+            return
+        with self._lock:
+            if not self._dirty or (not force and time.monotonic() - self._saved < _SAVE_EVERY_S):
+                return
+            head = {"tapelog_serve_index": _FORMAT, "store": self._source.label}
+            data = b"\n".join(
+                [encode(head), *(encode(e.to_json()) for e in self._entries.values())]
+            )
+            self._dirty = False
+            self._saved = time.monotonic()
+        path = self._path
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data + b"\n")
+            os.replace(temp, path)
+        except OSError as exc:  # a cache: the server works without it
+            _log.warning("could not save the sessions index to %s: %s", path, exc)
+            with contextlib.suppress(OSError):
+                temp.unlink()

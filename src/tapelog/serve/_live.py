@@ -1,0 +1,209 @@
+"""Sessions the server follows: loaded once, then extended by what is appended.
+
+A :class:`LiveSession` holds one session as the store loads it (every event
+validated, every digest checked) and where its stored form ends. Each
+:meth:`LiveSession.poll` reads only what was appended since (a JSONL file
+from the byte offset after its last complete line, a PostgreSQL store by seq)
+and replays it into the same :class:`~tapelog.log.Session`, through the same
+checks as loading: the line must be the canonical bytes of its event, the
+event must fit the log (``Session.replay``), and each ``log/digest`` must
+match the SHA-256 of every byte before it. So a page or a live update never
+re-reads the whole log, and shows nothing a full load would refuse: a line
+that fails these checks breaks the live view, and the next page load reads
+the log afresh and names the problem.
+
+What a page needs beyond the events (the walk of its requests, the cache
+audit, the report's parts of the windows last shown) is computed once per
+length of the log, so looking at a session again costs only what changed. The
+server keeps the few sessions looked at last (:class:`LiveSessions`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from tapelog._errors import CorruptLogError
+from tapelog.audit import CacheReport, ReportParts, cache_report
+from tapelog.log import Event, Session, decode, encode_trusted, event_from_json
+from tapelog.request import WalkedRequest, walk_requests
+from tapelog.serve._source import Followed, Source
+from tapelog.serve._summary import FOLDED_TYPES, Summary
+
+__all__ = ["LiveSession", "LiveSessions", "StaleLog"]
+
+_KEPT: Final = 4
+_PAGES_KEPT: Final = 2
+_STATUS_EVERY_S: Final = 1.0
+
+
+class StaleLog(Exception):
+    """The stored log no longer extends what was read (rewritten or cut): load it again."""
+
+
+class LiveSession:
+    """One followed session (see the module docstring). Use it under :attr:`lock`."""
+
+    def __init__(self, source: Source, session_id: str) -> None:
+        self.id = session_id
+        self.lock = threading.RLock()
+        self._source = source
+        self._followed: Followed = source.follow(session_id)
+        self._summary: Summary | None = None
+        self._numbers: dict[int, int] = {}
+        self._open_step: int | None = None
+        self._walked: tuple[int, list[WalkedRequest]] | None = None
+        self._audit: tuple[int, CacheReport] | None = None
+        self._status: tuple[float, bool] | None = None
+        self._parts: dict[tuple[int, int], ReportParts] = {}
+
+    @property
+    def session(self) -> Session:
+        return self._followed.session
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self._followed.warnings
+
+    def poll(self) -> int:
+        """Replay what was appended since the last poll; how many events that was."""
+        lines = self._source.read_new(self.id, self._followed)
+        if lines is None:
+            raise StaleLog(f"session {self.id} was rewritten or cut since it was read")
+        for line in lines:
+            self._replay(line)
+        return len(lines)
+
+    def _replay(self, line: bytes) -> None:
+        followed = self._followed
+        session = followed.session
+        where = f"session {self.id}: seq {len(session)}"
+        obj = decode(line, path=where)
+        if encode_trusted(obj) != line:
+            raise CorruptLogError(f"{where}: the line is not in canonical form")
+        event = event_from_json(obj, where=where, decoded=True, line=line, canonical=True)
+        if event.type == "log/digest" and event.seq >= (session.info.seed_length or 0):
+            data = event.data
+            if data["bytes"] != followed.stored or data["sha256"] != followed.hasher.hexdigest():
+                raise CorruptLogError(
+                    f"{where}: the digest does not match the bytes before it (the log was "
+                    "changed); load the session again to see where"
+                )
+        session.replay(event)
+        followed.hasher.update(line + b"\n")
+        followed.stored += len(line) + 1
+        if self._summary is not None:
+            self._fold(event)
+
+    # --- what pages and updates need ---------------------------------------------
+
+    def summary(self) -> Summary:
+        """The session's counters (as the index folds them), kept current by :meth:`poll`."""
+        if self._summary is None:
+            self._summary = Summary(id=self.id, events=0)
+            for event in self.session.events:
+                self._fold(event)
+        return self._summary
+
+    def _fold(self, event: Event) -> None:
+        summary = self._summary
+        assert summary is not None
+        summary.events = event.seq + 1
+        summary.last_time = event.time
+        kind = event.type
+        if kind not in FOLDED_TYPES:
+            return
+        counted = summary.in_step
+        summary.feed(kind, event.data)
+        if kind == "step/start":
+            self._numbers[event.seq] = summary.requests
+            self._open_step = event.seq
+        elif kind == "step/end" and counted and event.data.get("sent") is False:
+            self._numbers.pop(-1 if self._open_step is None else self._open_step, None)
+
+    def request_number(self, seq: int) -> int | None:
+        """The loop request index of the ``step/start`` at ``seq`` (``None``: none sent)."""
+        self.summary()
+        return self._numbers.get(seq)
+
+    def walked(self) -> list[WalkedRequest]:
+        """The session's loop requests (:func:`walk_requests`), once per length."""
+        n = len(self.session)
+        if self._walked is None or self._walked[0] != n:
+            self._walked = (n, list(walk_requests(self.session)))
+        return self._walked[1]
+
+    def audit(self) -> CacheReport:
+        """The cache audit of the session (:func:`cache_report`), once per length."""
+        n = len(self.session)
+        if self._audit is None or self._audit[0] != n:
+            self._audit = (n, cache_report(self.session))
+        return self._audit[1]
+
+    def parts(self, window: int, make: Callable[[], ReportParts]) -> ReportParts:
+        """The report's parts of the page showing the window starting at request
+        ``window``, made once per length of the log (the last two are kept)."""
+        key = (len(self.session), window)
+        parts = self._parts.get(key)
+        if parts is None:
+            parts = self._parts[key] = make()
+            while len(self._parts) > _PAGES_KEPT:
+                del self._parts[next(iter(self._parts))]
+        return parts
+
+    def status(self) -> str:
+        """``running`` (a writer holds it: asked of the store at most once a second),
+        else ``interrupted`` (the log ends inside a turn) or ``ended``."""
+        now = time.monotonic()
+        if self._status is None or now - self._status[0] > _STATUS_EVERY_S:
+            self._status = (now, self.id in self._source.running([self.id]))
+        if self._status[1]:
+            return "running"
+        return "interrupted" if self.summary().open_turn else "ended"
+
+    def events_after(self, seq: int, limit: int) -> Sequence[Event]:
+        """Up to ``limit`` events after ``seq``."""
+        events = self.session.events
+        return events[seq + 1 : min(seq + 1 + limit, len(events))]
+
+
+class LiveSessions:
+    """The sessions looked at last, kept loaded (at most four)."""
+
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, LiveSession] = OrderedDict()
+        self._loading: dict[str, threading.Lock] = {}
+
+    def get(self, session_id: str) -> LiveSession:
+        """The session, loaded if it is not kept, brought up to date."""
+        with self._lock:
+            gate = self._loading.setdefault(session_id, threading.Lock())
+        with gate:  # one load per session at a time
+            with self._lock:
+                live = self._kept.get(session_id)
+                if live is not None:
+                    self._kept.move_to_end(session_id)
+            if live is not None:
+                with live.lock:
+                    try:
+                        live.poll()
+                        return live
+                    except Exception:
+                        self.forget(live)
+            live = LiveSession(self._source, session_id)
+            with self._lock:
+                self._kept[session_id] = live
+                while len(self._kept) > _KEPT:
+                    self._kept.popitem(last=False)
+            return live
+
+    def forget(self, live: LiveSession) -> None:
+        """Drop ``live`` (its log broke or changed): the next :meth:`get` loads it anew."""
+        with self._lock:
+            if self._kept.get(live.id) is live:
+                del self._kept[live.id]

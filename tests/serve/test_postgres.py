@@ -1,0 +1,142 @@
+"""``tapelog serve`` over the PostgreSQL store: the same pages, checks and browser.
+
+Same server as tests/store/test_postgres.py (its ``pg_conninfo`` fixture:
+``TAPELOG_TEST_PG`` or a throwaway server), a schema of this module's own,
+filled by ``tapelog demo --store postgresql://...`` twice and a fork.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from store.test_cli_postgres import url_of
+from store.test_postgres import drop_schema, pg_conninfo, schema_for
+from tapelog.audit import encode_request, rebuild_requests
+from tapelog.serve import PostgresSource, SessionIndex, Summary, create_app
+from tapelog.store import PostgresStore
+
+from ._helpers import HandLog, demo_sessions, served, tapelog
+from ._views import check_chart, check_diff, check_list, check_live, check_without_script
+from .conftest import Watched
+
+__all__ = ["pg_conninfo"]  # the imported fixture, shared with tests/store
+
+
+@pytest.fixture(scope="module")
+def pg(pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The store's URL, the store, and its sessions: two demo runs, a fork of the first."""
+    schema = schema_for(tmp_path_factory.mktemp("serve-pg"))
+    url = url_of(pg_conninfo, schema)
+    store = PostgresStore(pg_conninfo, schema=schema)
+    try:
+        first, second = demo_sessions(url)
+        session = store.load(first).session
+        end = next(e.seq for e in session.events if e.type == "turn/end")
+        tapelog("fork", first, "--at", str(end), "--id", "fork-1", "--store", url)
+        yield url, store, [first, second, "fork-1"]
+    finally:
+        drop_schema(pg_conninfo, schema)
+
+
+@pytest.fixture(scope="module")
+def base(pg: Any) -> Iterator[str]:
+    with served(create_app(pg[1])) as url:
+        yield url
+
+
+def test_the_sessions_page_lists_the_demo_sessions_with_their_totals(
+    watched: Watched, base: str, pg: Any
+) -> None:
+    url, _, (first, _, fork) = pg
+    check_list(watched, base, url, {fork: first})
+
+
+def test_the_chart_has_one_bar_per_request_and_each_break_is_labelled(
+    watched: Watched, base: str, pg: Any
+) -> None:
+    url, _, ids = pg
+    check_chart(watched, base, url, ids[0])
+
+
+def test_a_diff_between_two_requests_shows_the_added_tool(
+    watched: Watched, base: str, pg: Any
+) -> None:
+    _, store, ids = pg
+    check_diff(watched, base, store, ids[0], 2, 3, "word_count")
+
+
+def test_a_session_that_gains_events_shows_them_within_2_s(
+    watched: Watched, base: str, pg: Any
+) -> None:
+    log = HandLog("live-pg", tool="lookup")
+    log.ask("first question", "first answer")
+    check_live(watched, base, pg[1], log)
+
+
+def test_everything_but_live_updates_works_without_javascript(
+    no_script: Watched, base: str, pg: Any
+) -> None:
+    check_without_script(no_script, base, pg[2][1], 2, 3, "word_count")
+
+
+def test_request_bodies_are_the_rebuilt_bytes(pg: Any) -> None:
+    _, store, ids = pg
+    rebuilt = rebuild_requests(store.load(ids[1]).session)
+    with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
+        for item in rebuilt:
+            response = client.get(f"/s/{ids[1]}/requests/{item.index}.json")
+            assert response.content == encode_request(item.request)
+        assert client.get("/s/nope").status_code == 404
+        assert client.post(f"/s/{ids[1]}").status_code == 405
+
+
+def test_the_index_folds_only_new_rows_and_sees_the_write_lock(
+    pg: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _, store, _ = pg
+    log = HandLog("grows-pg", created=1)
+    log.ask("a", "b")
+    with store.create(log.session) as writer:
+        writer.checkpoint()
+    folded: list[int] = []
+    original = Summary.lines
+
+    def spy(self: Summary, lines: Any, *, counted: bool = True) -> None:
+        lines = list(lines)
+        folded.append(len(lines))
+        original(self, lines, counted=counted)
+
+    monkeypatch.setattr(Summary, "lines", spy)
+    source, other = PostgresSource(store), PostgresSource(store)
+    index = SessionIndex(source, tmp_path / "index")
+    rows = {r.id: r for r in index.rows()}
+    assert rows["grows-pg"].status == "ended"
+    session, writer = store.open("grows-pg")
+    try:
+        log.session = session
+        added = log.ask("c", "d")
+        writer.flush()
+        folded.clear()
+        row = {r.id: r for r in index.rows()}["grows-pg"]
+        assert row.status == "running"
+        # Only the new rows of the types the list folds came from the server.
+        kinds = ("turn/", "step/", "assistant/message")
+        assert folded == [sum(1 for e in added if e.type.startswith(kinds))]  # 8 of 12 rows
+        assert row.summary.requests == 4
+        assert row.summary.events == len(session)
+        assert "grows-pg" not in index.pending()  # a held session is not audited
+    finally:
+        writer.close()
+    try:
+        row = {r.id: r for r in index.rows()}["grows-pg"]
+        assert row.status == "ended"
+        fresh = {r.id: r for r in SessionIndex(other).rows()}["grows-pg"]
+        assert row.summary == fresh.summary
+    finally:
+        source.close()
+        other.close()
