@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from tapelog.audit import cache_report, encode_request, rebuild_requests
 from tapelog.cli._serve_cmd import default_index
 from tapelog.serve import create_app
-from tapelog.store import JsonlStore
+from tapelog.store import JsonlStore, PostgresStore
 
 from ._helpers import TIME, HandLog, write_store
 
@@ -193,3 +193,12 @@ def test_the_default_index_file_is_per_store_and_outside_it(tmp_path: Path) -> N
     assert a != b
     assert a.parent == b.parent
     assert a.parent.parts[-2:] == ("tapelog", "serve")
+
+
+def test_a_store_that_cannot_be_read_is_one_sentence() -> None:
+    store = PostgresStore("host=/nonexistent-socket-dir dbname=x user=y password=sekrit-pass")
+    with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
+        response = client.get("/")
+    assert response.status_code == 503
+    assert "could not list the sessions in the store" in response.text
+    assert "sekrit-pass" not in response.text

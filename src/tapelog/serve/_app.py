@@ -344,6 +344,10 @@ def create_app(store: SessionStore, *, index_path: Path | None = None) -> Starle
         response.headers.update(exc.headers or {})  # e.g. a 405's Allow
         return response
 
+    async def store_error(request: Request, exc: Exception) -> Response:
+        # The store could not be read (a server down, a directory unreadable): one sentence.
+        return server.error(503, str(exc))
+
     routes = [
         Route("/", server.sessions, methods=["GET"]),
         Route("/s/{session_id}", server.session, methods=["GET"]),
@@ -351,9 +355,8 @@ def create_app(store: SessionStore, *, index_path: Path | None = None) -> Starle
         Route("/s/{session_id}/requests/{index:int}.json", server.body, methods=["GET"]),
         Route("/s/{session_id}/events", server.events, methods=["GET"]),
     ]
-    app = Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error}
-    )
+    handlers = {HTTPException: http_error, TapelogError: store_error}
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
     app.state.server = server
     app.add_middleware(_Guard, csp=server.assets.csp)
     return app
