@@ -15,9 +15,10 @@ JSON answer, a streamed one):
    message, and sends the same body straight to the emulator and through the
    proxy, in turn. Through the proxy the request extends the conversation the
    proxy holds: what is new is two messages, plus one pass over the body
-   (read, decode, translate and key each message, match, log, rebuild, check,
-   send). The rounds are centred on the size: the median request has about
-   that many messages.
+   (read, decode, encode the message list once to find the prefix the proxy
+   already translated, translate and key the new messages, match, log,
+   rebuild, check, send). The rounds are centred on the size: the median
+   request has about that many messages.
 
 Per size: ``direct_ms`` and ``proxied_ms`` are medians of the client's wall
 time from sending to the last byte of the answer; ``added_ms`` is their

@@ -28,7 +28,14 @@ from tapelog.llm import AnthropicWire
 from tapelog.log import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
 from tapelog.proxy._normal import Opaque, first_difference, normal, text_parts
-from tapelog.proxy._types import EVERY_RULE, ClientRequest, ProxyError, Translated
+from tapelog.proxy._types import (
+    EVERY_RULE,
+    NOT_A_MESSAGE,
+    ClientRequest,
+    ProxyError,
+    Translated,
+    is_message,
+)
 
 __all__ = ["anthropic_top", "parse_anthropic", "translate_anthropic"]
 
@@ -94,8 +101,10 @@ def parse_anthropic(body: Mapping[str, Any]) -> ClientRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _refuse("messages: Field required (a non-empty list of message objects)")
-    if not all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in messages):
-        raise _refuse("messages: each message must be an object with a string role")
+    # The rest are checked as they are translated (``Translator.messages``), so
+    # that a request extending a known one is not walked message by message.
+    if not is_message(messages[0]):
+        raise _refuse(NOT_A_MESSAGE)
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise _refuse("tools must be a list")

@@ -37,7 +37,6 @@ from tapelog.log import EpochHeader, decode, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._index import Match, SessionIndex
-from tapelog.proxy._keys import chain_of
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
@@ -184,12 +183,17 @@ class Proxy:
                 raise ProxyError("the request body must be a JSON object")
             parsed = self.translator.parse(family, body)
             messages = self.translator.messages(parsed)
-            problem = unanswered_calls(messages.neutral, lambda i: messages.where(i, parsed.offset))
+            problem = unanswered_calls(
+                messages.neutral,
+                lambda i: messages.where(i, parsed.offset),
+                start=messages.known,
+            )
             if problem is not None:
                 raise ProxyError(problem)
+            self.translator.remember(messages)
             header = self.translator.header(parsed, messages.rules, None)
             self.translator.check_header(parsed, header)
-            return parsed, messages, chain_of(messages.keys)
+            return parsed, messages, messages.chain
 
     def _too_large(self) -> str:
         return f"the request body is larger than the proxy reads ({self.max_body_bytes} bytes)"

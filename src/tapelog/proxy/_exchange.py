@@ -66,6 +66,8 @@ def plan_messages(
     messages = history.messages
     j = 0
     limit = min(logged, sent)
+    if messages[:limit] == client[:limit]:  # the usual case, compared in C
+        j = limit
     while j < limit and same(messages[j], client[j]):
         j += 1
     if j == logged:
@@ -81,12 +83,16 @@ def plan_messages(
     return Plan(start=k, replace_seq=history.seqs[k], changed=j)
 
 
-def unanswered_calls(messages: Sequence[FrozenDict], where: Callable[[int], str]) -> str | None:
+def unanswered_calls(
+    messages: Sequence[FrozenDict], where: Callable[[int], str], *, start: int = 0
+) -> str | None:
     """Why the messages would be refused for a tool call without its result, or
     a result without its call (every call must be answered by the tool messages
-    right after it, and only those), or ``None``."""
+    right after it, and only those), or ``None``. ``start``: the messages before
+    it are a list that passed this check (so no call is waiting at ``start``)."""
     waiting: dict[str, int] = {}
-    for i, message in enumerate(messages):
+    for i in range(start, len(messages)):
+        message = messages[i]
         role = message["role"]
         if role == "tool":
             call = message["content"][0]["tool_call_id"]

@@ -25,7 +25,7 @@ from typing import Any
 from tapelog._errors import JsonValueError
 from tapelog.log import History, decode, encode_trusted
 
-__all__ = ["SurfaceChain", "chain_of", "loose_key"]
+__all__ = ["SurfaceChain", "chain_of", "extend_chain", "loose_key"]
 
 _SIZE = 16
 
@@ -83,11 +83,16 @@ def _link(previous: bytes, key: bytes) -> bytes:
 def chain_of(keys: Sequence[bytes]) -> list[bytes]:
     """The digest of every prefix of a message list: ``out[i]`` names ``keys[: i + 1]``."""
     out: list[bytes] = []
-    previous = b""
-    for key in keys:
-        previous = _link(previous, key)
-        out.append(previous)
+    extend_chain(out, keys)
     return out
+
+
+def extend_chain(chain: list[bytes], keys: Sequence[bytes]) -> None:
+    """Bring ``chain``, the digests of a prefix of ``keys``, to all of ``keys``."""
+    previous = chain[-1] if chain else b""
+    for i in range(len(chain), len(keys)):
+        previous = _link(previous, keys[i])
+        chain.append(previous)
 
 
 class SurfaceChain:

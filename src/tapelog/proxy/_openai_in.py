@@ -30,7 +30,15 @@ from tapelog.llm import OpenAIWire
 from tapelog.log import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
 from tapelog.proxy._normal import Opaque, first_difference, normal, text_parts
-from tapelog.proxy._types import ALL_RULES, EVERY_RULE, ClientRequest, ProxyError, Translated
+from tapelog.proxy._types import (
+    ALL_RULES,
+    EVERY_RULE,
+    NOT_A_MESSAGE,
+    ClientRequest,
+    ProxyError,
+    Translated,
+    is_message,
+)
 
 __all__ = ["openai_top", "parse_openai", "translate_openai"]
 
@@ -114,8 +122,10 @@ def parse_openai(body: Mapping[str, Any]) -> ClientRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _refuse("messages must be a non-empty list of message objects")
-    if not all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in messages):
-        raise _refuse("messages: each message must be an object with a string role")
+    # The rest are checked as they are translated (``Translator.messages``), so
+    # that a request extending a known one is not walked message by message.
+    if not is_message(messages[0]):
+        raise _refuse(NOT_A_MESSAGE)
     offset = 1 if messages[0]["role"] == "system" else 0
     system = _system_text(messages[0]) if offset else None
     tools = body.get("tools")

@@ -13,8 +13,16 @@ limit, Anthropic ``cache_control`` markers.
 
 Messages are translated one by one and the result is cached by a digest of
 the message's canonical bytes (two generations of at most ``cache_size``
-entries each), so a request costs one encode, one hash and one lookup per
-message it repeats, and a full translation only for what is new.
+entries each), so a new message costs one encode, one hash and one lookup
+when it was seen before, and a full translation otherwise. A request that
+extends a recent one costs less still: the canonical bytes of its whole
+message list (one ``orjson`` encode, in C) start with the bytes of that
+earlier list, so its messages up to there are the same values (same types,
+same key order) and their translation, keys, prefix chain and tool-call
+check are taken from it whole (``remember``); only the messages after it
+go through the per-message path. A JSON value's bytes end where its closing
+brace is, so a byte prefix that ends at a message's end names exactly those
+messages.
 
 On the OpenAI wire, which reasoning the client sends back
 (``reasoning_content``) is a wire option of the log's config
@@ -42,20 +50,28 @@ from tapelog.log import (
     header_from_json,
 )
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
+from tapelog.proxy._keys import extend_chain
 from tapelog.proxy._normal import first_difference
 from tapelog.proxy._openai_in import openai_top, parse_openai, translate_openai
 from tapelog.proxy._types import (
     ALL_RULES,
     EVERY_RULE,
+    NOT_A_MESSAGE,
     ClientRequest,
     Family,
     ProxyError,
     Translated,
+    is_message,
 )
 from tapelog.proxy._upstream import Upstream
 from tapelog.request import LlmRequest
 
 __all__ = ["Messages", "Translator"]
+
+_RECENT = 16
+"""How many recent requests' message lists a translator keeps to be extended
+(one per conversation a client runs at once through the proxy)."""
+_AFTER_MESSAGE = (ord(","), ord("]"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +84,15 @@ class Messages:
     keys: list[bytes]
     origin: list[int]
     rules: frozenset[str]
+    chain: list[bytes]
+    """The digest of every prefix of ``keys`` (``_keys.chain_of``)."""
+    known: int = 0
+    """How many leading neutral messages come from a remembered request whose
+    tool calls were checked (``unanswered_calls`` may start there)."""
+    encoded: bytes = b""
+    """The canonical bytes of the client's raw message list."""
+    count: int = 0
+    """How many raw client messages these are."""
 
     def where(self, index: int, offset: int) -> str:
         """The client's name for neutral message ``index``."""
@@ -85,6 +110,7 @@ class Translator:
         self.cache_size = cache_size
         self._current: dict[bytes, Translated] = {}
         self._previous: dict[bytes, Translated] = {}
+        self._recent: list[Messages] = []  # newest last, at most ``_RECENT``
 
     def parse(self, family: Family, body: Mapping[str, Any]) -> ClientRequest:
         """The header part and raw messages of a client body of ``family``."""
@@ -101,22 +127,66 @@ class Translator:
         self._current[key] = found
         return found
 
+    def remember(self, messages: Messages) -> None:
+        """Keep a request's messages, whose tool calls passed the check, as a
+        prefix later requests may extend (the ``_RECENT`` newest are kept)."""
+        recent = self._recent
+        for i, kept in enumerate(recent):
+            if kept.encoded == messages.encoded:
+                del recent[i]
+                break
+        recent.append(messages)
+        if len(recent) > _RECENT:
+            del recent[0]
+
+    def _known(self, encoded: bytes) -> Messages | None:
+        """The longest remembered message list that ``encoded`` (a message
+        list's canonical bytes) starts with, message for message."""
+        best: Messages | None = None
+        for kept in self._recent:
+            end = len(kept.encoded) - 1  # without the closing ``]``
+            if (
+                kept.count
+                and len(encoded) > end
+                and encoded[end] in _AFTER_MESSAGE
+                and (best is None or end > len(best.encoded) - 1)
+                and encoded.startswith(memoryview(kept.encoded)[:end])
+            ):
+                best = kept
+        return best
+
     def messages(self, request: ClientRequest) -> Messages:
         """Every client message translated (from the cache when seen before).
 
-        The hot path of a long conversation: per message one encode, one
-        lookup and a few appends (run it with the garbage collector paused).
+        The hot path of a long conversation: one encode of the message list;
+        then, after the longest remembered prefix, per message one encode,
+        one lookup and a few appends (run it with the garbage collector paused).
         """
-        neutral: list[FrozenDict] = []
-        keys: list[bytes] = []
-        origin: list[int] = []
+        raw = request.messages
+        encoded = encode_trusted(raw)
+        known = self._known(encoded)
         rules = EVERY_RULE
+        start = 0
+        previous_role: Any = None
+        if known is not None:
+            neutral = list(known.neutral)
+            keys = list(known.keys)
+            origin = list(known.origin)
+            chain = list(known.chain)
+            rules = known.rules
+            start = known.count
+            previous_role = raw[start - 1].get("role")
+        else:
+            neutral, keys, origin, chain = [], [], [], []
+        checked = len(neutral)
         offset = request.offset
         family = request.family
         anthropic = family == "anthropic"
         current, previous = self._current, self._previous
-        previous_role: Any = None
-        for i, message in enumerate(request.messages):
+        for i in range(start, len(raw)):
+            message = raw[i]
+            if not is_message(message):
+                raise ProxyError(NOT_A_MESSAGE, kind="invalid_request_error")
             key = blake2b(encode_trusted(message), digest_size=16).digest()
             done = current.get(key)
             if done is None:
@@ -148,7 +218,17 @@ class Translator:
                 neutral.extend(found)
                 keys.extend(done.keys)
                 origin.extend([i] * len(found))
-        return Messages(neutral=neutral, keys=keys, origin=origin, rules=rules)
+        extend_chain(chain, keys)
+        return Messages(
+            neutral=neutral,
+            keys=keys,
+            origin=origin,
+            rules=rules,
+            chain=chain,
+            known=checked,
+            encoded=encoded,
+            count=len(raw),
+        )
 
     def header(
         self, request: ClientRequest, rules: frozenset[str], current: EpochHeader | None

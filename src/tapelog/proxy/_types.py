@@ -22,10 +22,12 @@ from tapelog.log import FrozenDict
 __all__ = [
     "ALL_RULES",
     "EVERY_RULE",
+    "NOT_A_MESSAGE",
     "ClientRequest",
     "Family",
     "ProxyError",
     "Translated",
+    "is_message",
 ]
 
 Family = Literal["openai", "anthropic"]
@@ -84,3 +86,12 @@ class ClientRequest:
     stream: bool
     body: Mapping[str, Any] = field(repr=False)
     """The whole decoded body (for the header comparison)."""
+
+
+NOT_A_MESSAGE = "messages: each message must be an object with a string role"
+
+
+def is_message(value: Any) -> bool:
+    """Whether a client message is an object with a string role (decoded JSON
+    objects are dicts: a plain isinstance, not the slower ``Mapping`` check)."""
+    return isinstance(value, dict) and isinstance(value.get("role"), str)

@@ -1,0 +1,129 @@
+"""A request that extends a remembered one reuses its translation, and only when exact.
+
+The translator takes a request's leading messages from a remembered request
+whose canonical message bytes the new ones start with (``Translator.remember``).
+Reuse must give what a fresh translation gives, must not happen for messages
+that are equal as Python values but differ in bytes (key order inside a tool
+input, ``1`` versus ``true``), and must not skip the tool-call check for a
+prefix that failed it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tapelog.log import decode, encode
+from tapelog.proxy import Upstream
+from tapelog.proxy._translate import Messages, Translator
+
+from ._helpers import assert_rebuilds, in_process, post, sessions_in
+
+MODEL = "deepseek-chat"
+
+
+def _translate(translator: Translator, family: str, body: dict[str, Any]) -> Messages:
+    """What the proxy does with a body: parse, translate, remember."""
+    parsed = translator.parse(family, decode(encode(body)))  # type: ignore[arg-type]
+    found = translator.messages(parsed)
+    translator.remember(found)
+    return found
+
+
+def _same(a: Messages, b: Messages) -> None:
+    assert encode(a.neutral) == encode(b.neutral)
+    assert a.keys == b.keys
+    assert a.origin == b.origin
+    assert a.rules == b.rules
+    assert a.chain == b.chain
+
+
+def _openai_turns(n: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    for i in range(n):
+        messages.append({"role": "user", "content": f"question {i}"})
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"result {i}"})
+        messages.append({"role": "assistant", "content": f"answer {i}"})
+    return messages
+
+
+def test_an_extension_translates_as_a_fresh_translator_does() -> None:
+    upstream = Upstream.resolve("deepseek", base_url="http://x")
+    warm = Translator(upstream)
+    messages = _openai_turns(3)
+    first = _translate(warm, "openai", {"model": MODEL, "messages": messages})
+    assert first.known == 0
+    longer = [*messages, *_openai_turns(5)[1 + 12 :]]
+    second = _translate(warm, "openai", {"model": MODEL, "messages": longer})
+    assert second.known == len(first.neutral), "the remembered prefix was reused"
+    _same(second, _translate(Translator(upstream), "openai", {"model": MODEL, "messages": longer}))
+    again = _translate(warm, "openai", {"model": MODEL, "messages": longer})
+    assert again.known == len(second.neutral)
+    _same(again, second)
+
+
+def _anthropic(input_: dict[str, Any]) -> list[dict[str, Any]]:
+    use = {"type": "tool_use", "id": "t1", "name": "f", "input": input_}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": "done"},
+    ]
+
+
+def test_messages_equal_as_values_but_not_as_bytes_are_translated_again() -> None:
+    upstream = Upstream.resolve("anthropic", base_url="http://x")
+    warm = Translator(upstream)
+    tail = [{"role": "user", "content": "more"}]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64}
+    _translate(warm, "anthropic", {**body, "messages": _anthropic({"a": True, "b": 2})})
+    # Key order inside a tool input is what the model reads: not the same message.
+    reordered = [*_anthropic({"b": 2, "a": True}), *tail]
+    found = _translate(warm, "anthropic", {**body, "messages": reordered})
+    assert found.known == 0
+    fresh = _translate(Translator(upstream), "anthropic", {**body, "messages": reordered})
+    _same(found, fresh)
+    assert found.neutral[1]["content"][0]["arguments"] == '{"b":2,"a":true}'
+    # ``1`` equals ``True`` in Python but is another JSON value.
+    numeric = [*_anthropic({"a": 1, "b": 2}), *tail]
+    assert numeric == [*_anthropic({"a": True, "b": 2}), *tail]
+    found = _translate(warm, "anthropic", {**body, "messages": numeric})
+    assert found.known == 0
+    assert found.neutral[1]["content"][0]["arguments"] == '{"a":1,"b":2}'
+
+
+async def test_a_refused_prefix_is_not_taken_as_checked(tmp_path: Path) -> None:
+    """A request refused for an unanswered call is not remembered, so the same
+    messages plus the result pass; an extension of a known request is still
+    checked in its new part."""
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    calling = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    answered = [*calling, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    orphan = {"role": "tool", "tool_call_id": "c9", "content": "stray"}
+    async with in_process(tmp_path) as (_, emu, http):
+        refused = await post(http, "/v1/chat/completions", {"model": MODEL, "messages": calling})
+        ok = await post(http, "/v1/chat/completions", {"model": MODEL, "messages": answered})
+        reply = ok.json()["choices"][0]["message"]
+        stray = [*answered, reply, orphan]
+        refused_again = await post(
+            http, "/v1/chat/completions", {"model": MODEL, "messages": stray}
+        )
+        extended = [*answered, reply, {"role": "user", "content": "and then?"}]
+        ok_again = await post(http, "/v1/chat/completions", {"model": MODEL, "messages": extended})
+    assert refused.status_code == 400
+    assert "whose result does not follow it" in refused.json()["error"]["message"]
+    assert ok.status_code == 200
+    assert refused_again.status_code == 400
+    assert "did not make" in refused_again.json()["error"]["message"]
+    assert ok_again.status_code == 200
+    assert len(emu.received) == 2
+    sessions = sessions_in(tmp_path)
+    assert len(sessions) == 1, "the extension joined the conversation"
+    assert_rebuilds(sessions, emu)
