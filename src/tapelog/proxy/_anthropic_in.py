@@ -27,7 +27,7 @@ from tapelog._errors import EventError, JsonValueError
 from tapelog.llm import AnthropicWire
 from tapelog.log import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
-from tapelog.proxy._normal import Opaque, first_difference, normal, text_parts
+from tapelog.proxy._normal import Opaque, first_difference, normal, one_text, text_parts
 from tapelog.proxy._types import (
     EVERY_RULE,
     NOT_A_MESSAGE,
@@ -58,21 +58,13 @@ def _str(block: Mapping[str, Any], key: str, where: str) -> str:
 
 
 def _system(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value or None
-    if (
-        isinstance(value, list)
-        and len(value) == 1
-        and isinstance(value[0], Mapping)
-        and value[0].get("type") == "text"
-        and isinstance(value[0].get("text"), str)
-    ):
-        text: str = value[0]["text"]
-        return text or None
-    raise _refuse(
-        "system: the log keeps the system prompt as one text; send one string or one text "
-        "block (join the blocks)"
-    )
+    try:
+        return None if value is None else one_text(value)
+    except ValueError:
+        raise _refuse(
+            "system: the log keeps the system prompt as one text; send one string or one "
+            "text block (join the blocks)"
+        ) from None
 
 
 def _tool(tool: Any, where: str) -> FrozenDict:

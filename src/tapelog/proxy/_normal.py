@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from tapelog.log import encode_trusted
 
-__all__ = ["OPAQUE", "Opaque", "first_difference", "normal", "text_parts"]
+__all__ = ["OPAQUE", "Opaque", "first_difference", "normal", "one_text", "text_parts"]
 
 OPAQUE: Final = frozenset({"parameters", "input_schema", "input", "schema"})
 """Keys whose values a model reads as written: compared byte for byte, key order included."""
@@ -70,6 +70,24 @@ def text_parts(content: Any) -> Any:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return content
+
+
+def one_text(value: Any) -> str | None:
+    """The text of a string or of a list of exactly one text part (``None`` when
+    it is empty): the only forms of a system prompt the log keeps as one text.
+    Anything else raises ``ValueError``; the caller says why in its API's words."""
+    if isinstance(value, str):
+        return value or None
+    if (
+        isinstance(value, list)
+        and len(value) == 1
+        and isinstance(value[0], Mapping)
+        and value[0].get("type") == "text"
+        and isinstance(value[0].get("text"), str)
+    ):
+        text: str = value[0]["text"]
+        return text or None
+    raise ValueError("not one text")
 
 
 def first_difference(client: Any, rebuilt: Any, path: str) -> str | None:

@@ -29,7 +29,7 @@ from tapelog._errors import EventError, HeaderError, JsonValueError
 from tapelog.llm import OpenAIWire
 from tapelog.log import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
-from tapelog.proxy._normal import Opaque, first_difference, normal, text_parts
+from tapelog.proxy._normal import Opaque, first_difference, normal, one_text, text_parts
 from tapelog.proxy._types import (
     ALL_RULES,
     EVERY_RULE,
@@ -55,22 +55,13 @@ def _refuse(message: str) -> ProxyError:
 
 
 def _system_text(message: Mapping[str, Any]) -> str | None:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content or None
-    if (
-        isinstance(content, list)
-        and len(content) == 1
-        and isinstance(content[0], Mapping)
-        and content[0].get("type") == "text"
-        and isinstance(content[0].get("text"), str)
-    ):
-        text: str = content[0]["text"]
-        return text or None
-    raise _refuse(
-        "messages[0]: a system message is one string (or one text part) in the log; "
-        "join its parts into one text"
-    )
+    try:
+        return one_text(message.get("content"))
+    except ValueError:
+        raise _refuse(
+            "messages[0]: a system message is one string (or one text part) in the log; "
+            "join its parts into one text"
+        ) from None
 
 
 def _tool(tool: Any, where: str) -> FrozenDict:
