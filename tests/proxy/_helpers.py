@@ -11,7 +11,8 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,42 @@ def proxy_on(
     proxy = Proxy(upstream, JsonlStore(store), on_request=report, **options)
     with serve(proxy.app) as port:
         yield port
+
+
+@dataclass
+class DirectAndProxied:
+    """One client conversation played twice: straight to an emulator, and
+    through a proxy (on the store at ``tmp_path``) to another emulator."""
+
+    expected: Any
+    got: Any
+    direct: Emulator
+    upstream: Emulator
+    lines: list[str] = field(default_factory=list)
+
+
+def direct_and_proxied(
+    tmp_path: Path,
+    script: list[dict[str, Any]],
+    provider: str,
+    urls: tuple[str, str],
+    client: Callable[[str], AbstractContextManager[Any]],
+    play: Callable[[Any], Any],
+) -> DirectAndProxied:
+    """``play`` a ``client`` made for ``urls[0]`` on the emulator's port, then
+    for ``urls[1]`` on the proxy's (each a path after ``http://127.0.0.1:PORT``)."""
+    direct = Emulator(script=script)
+    with serve(direct.app) as port, client(f"http://127.0.0.1:{port}{urls[0]}") as sdk:
+        expected = play(sdk)
+    upstream = Emulator(script=script)
+    run = DirectAndProxied(expected, None, direct, upstream)
+    with (
+        serve(upstream.app) as port,
+        proxy_on(tmp_path, upstream_for(provider, port), run.lines) as proxy_port,
+        client(f"http://127.0.0.1:{proxy_port}{urls[1]}") as sdk,
+    ):
+        run.got = play(sdk)
+    return run
 
 
 def upstream_for(provider: str, emulator_port: int) -> Upstream:

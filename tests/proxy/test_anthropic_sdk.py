@@ -24,6 +24,7 @@ from ._helpers import (
     TOOLS_ANTHROPIC,
     assert_no_secret,
     assert_rebuilds,
+    direct_and_proxied,
     proxy_on,
     serve,
     sessions_in,
@@ -90,20 +91,21 @@ def play(client: Anthropic, *, stream: bool) -> list[Any]:
 def test_sync_client_sees_what_it_sees_directly_and_the_log_rebuilds(
     tmp_path: Path, stream: bool
 ) -> None:
-    direct = Emulator(script=SCRIPT)
-    with (
-        serve(direct.app) as port,
-        Anthropic(base_url=f"http://127.0.0.1:{port}/anthropic", api_key=SECRET) as client,
-    ):
-        expected = play(client, stream=stream)
-    upstream = Emulator(script=SCRIPT)
-    lines: list[str] = []
-    with (
-        serve(upstream.app) as port,
-        proxy_on(tmp_path, upstream_for("anthropic", port), lines) as proxy_port,
-        Anthropic(base_url=f"http://127.0.0.1:{proxy_port}", api_key=SECRET) as client,
-    ):
-        got = play(client, stream=stream)
+    run = direct_and_proxied(
+        tmp_path,
+        SCRIPT,
+        "anthropic",
+        ("/anthropic", ""),
+        lambda url: Anthropic(base_url=url, api_key=SECRET),
+        lambda client: play(client, stream=stream),
+    )
+    expected, got, direct, upstream, lines = (
+        run.expected,
+        run.got,
+        run.direct,
+        run.upstream,
+        run.lines,
+    )
     assert got == expected
     assert [a["stop"] for a in got] == ["tool_use", "end_turn", "tool_use", "end_turn"]
     assert got[0]["content"][0]["input"] == {"a": 1, "b": 2}

@@ -23,6 +23,7 @@ from ._helpers import (
     TOOLS_OPENAI,
     assert_no_secret,
     assert_rebuilds,
+    direct_and_proxied,
     proxy_on,
     serve,
     sessions_in,
@@ -138,20 +139,15 @@ def play(
 def test_sync_client_sees_what_it_sees_directly_and_the_log_rebuilds(
     tmp_path: Path, stream: bool
 ) -> None:
-    direct = Emulator(script=SCRIPT)
-    with (
-        serve(direct.app) as port,
-        OpenAI(base_url=f"http://127.0.0.1:{port}/deepseek", api_key=SECRET) as client,
-    ):
-        expected = play(client, stream=stream)
-    upstream = Emulator(script=SCRIPT)
-    lines: list[str] = []
-    with (
-        serve(upstream.app) as port,
-        proxy_on(tmp_path, upstream_for("deepseek", port), lines) as proxy_port,
-        OpenAI(base_url=f"http://127.0.0.1:{proxy_port}/v1", api_key=SECRET) as client,
-    ):
-        got = play(client, stream=stream)
+    run = direct_and_proxied(
+        tmp_path,
+        SCRIPT,
+        "deepseek",
+        ("/deepseek", "/v1"),
+        lambda url: OpenAI(base_url=url, api_key=SECRET),
+        lambda client: play(client, stream=stream),
+    )
+    expected, got, upstream, lines = run.expected, run.got, run.upstream, run.lines
     assert got == expected
     assert [a["finish"] for a in got] == ["tool_calls", "stop", "tool_calls", "stop"]
     sessions = sessions_in(tmp_path)
