@@ -346,3 +346,52 @@ async def test_setting_config_mid_session_is_a_header_delta(tmp_path: Path) -> N
 
 def test_the_secret_used_by_these_scenarios_is_not_a_real_key() -> None:
     assert SECRET.startswith("sk-test-")
+
+
+async def test_an_inject_while_a_failed_step_closes_lands_after_the_synthetic_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool thread's ``inject()`` at the instant the step is being closed (its
+    unanswered calls about to get their synthetic results) waits for them: a
+    context message between a call and its result would make every later request a 400."""
+    import tapelog.agent._loop as loop_module
+
+    holder: dict[str, Agent] = {}
+    real_close_step = loop_module.close_step
+
+    def close_step_with_a_racing_inject(session: Session, **kwargs: Any) -> Event | None:
+        holder["agent"].inject("a tool thread's late note")  # what a pool thread may do now
+        return real_close_step(session, **kwargs)
+
+    monkeypatch.setattr(loop_module, "close_step", close_step_with_a_racing_inject)
+
+    def failing_hook(info: Any, outcome: Any) -> None:
+        raise RuntimeError("post-execute hook failed")
+
+    emulator = Emulator(
+        script=[
+            {
+                "tool_calls": [
+                    {"name": "add", "arguments": '{"a": 1, "b": 2}'},
+                    {"name": "add", "arguments": '{"a": 3, "b": 4}'},
+                ]
+            },
+            {"text": "recovered"},
+        ]
+    )
+    async with agent_on(
+        emulator, tools=[add], hooks=Hooks(tool_post_execute=failing_hook)
+    ) as agent:
+        holder["agent"] = agent
+        with pytest.raises(RuntimeError, match="post-execute hook failed"):
+            await agent.run("add twice")
+        monkeypatch.setattr(loop_module, "close_step", real_close_step)
+        agent.hooks = Hooks()
+        follow = await agent.run("go on")
+    assert follow.ok, follow.reason
+    types = [e.type for e in agent.session.events if e.type != "assistant/chunk"]
+    results = [i for i, t in enumerate(types) if t == "tool/result"]
+    note = types.index("context/message")
+    assert len(results) == 2
+    assert note > max(results)
+    assert_log_explains(agent.session, emulator, tmp_path)

@@ -19,6 +19,7 @@ injected while the step is in flight waits for its results.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -131,6 +132,8 @@ class Agent:
         # Context injected while a step is in flight, logged when the step ends.
         self._waiting_context: list[tuple[FrozenList, str]] = []
         self._in_step = False
+        # inject() (any thread) and closing a step take it: queue-or-log is one decision.
+        self._step_lock = threading.RLock()
         self._step_config: LlmCallConfig | None = None  # of the step in flight
         self._turn_task: asyncio.Task[Any] | None = None  # the task running this agent's turn
         self._last_result: TurnResult | None = None  # of the last turn that logged its end
@@ -181,12 +184,15 @@ class Agent:
         logged at once and the event returned. The text is validated now either way.
         """
         content = text_blocks(text) if isinstance(text, str) else freeze(list(text))
-        if self._in_step:
-            self._waiting_context.append((content, kind))
-            return None
-        return self.session.append(
-            "context/message", {"content": content, "source": {"kind": kind}}, surface_op="append"
-        )
+        with self._step_lock:
+            if self._in_step:
+                self._waiting_context.append((content, kind))
+                return None
+            return self.session.append(
+                "context/message",
+                {"content": content, "source": {"kind": kind}},
+                surface_op="append",
+            )
 
     def abort(self, reason: str = "user") -> None:
         """Abort the step in flight (stream or tools); the turn ends as ``aborted``."""
@@ -329,14 +335,20 @@ class Agent:
     def _close_step(self, *, sent: bool = True, error: BaseException | str | None = None) -> None:
         """End the open step, if any (see :mod:`tapelog.agent._step_end`)."""
         config = self._step_config or self.config
-        self._in_step, self._step_config = False, None
-        close_step(
-            self.session,
-            source={"provider": config.provider, "model": config.model},
-            context=self._waiting_context,
-            sent=sent,
-            error=error,
-        )
+        # The step counts as in flight until its closing events are logged: an
+        # inject() from a tool's thread meanwhile waits in the queue this drains,
+        # never landing between a call and its synthetic result.
+        with self._step_lock:
+            try:
+                close_step(
+                    self.session,
+                    source={"provider": config.provider, "model": config.model},
+                    context=self._waiting_context,
+                    sent=sent,
+                    error=error,
+                )
+            finally:
+                self._in_step, self._step_config = False, None
 
     async def _end(
         self, outcome: Outcome, reason: Mapping[str, Any], *, failing: bool = False
