@@ -379,8 +379,7 @@ async def test_writing_through_a_hard_link_is_refused(workspace: Path, outside: 
         "it under its other names, possibly outside the workspace; write a new file instead"
     )
     assert (outside / "secret.txt").read_text(encoding="utf-8") == "SECRET"
-    # Reading is allowed: the link is already inside, and read_file changes nothing.
-    assert await _run(fs, "read_file", path="linked.txt") == ToolOutcome(content="SECRET")
+    # Reading it depends on its file system (test_fs_hard_links.py).
 
 
 # --- 3. FIFOs and aborts -------------------------------------------------------

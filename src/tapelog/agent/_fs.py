@@ -9,8 +9,9 @@ lead outside. A symlink met on the way is expanded by hand and followed only
 while it stays inside (a relative target, or an absolute one naming the
 workspace); ``..`` goes back to a directory already walked and never above
 the root. Only regular files are opened for reading or writing (without
-blocking: a FIFO is refused at once, not waited on), and a file with more
-than one hard link is never written.
+blocking: a FIFO is refused at once, not waited on). A file with more than one
+hard link is never written, and read only when no protected place shares its
+file system (a hard link's other names are on the same one).
 
 Some places are protected (docs/security.md, "Workspace and tools"): nothing
 inside version-control metadata (``.git``, ``.hg``, ... by name, any case,
@@ -390,16 +391,30 @@ class _Workspace:
             st = os.fstat(fd)
             self._check_kind(st, mode, path)
             self._check_opened(st, path)
-            if mode == "write" and st.st_nlink > 1:
-                raise ToolError(
-                    f"cannot write {show(path)}: the file has {st.st_nlink} hard links, so "
-                    "writing it would also change it under its other names, possibly outside "
-                    "the workspace; write a new file instead"
-                )
+            if st.st_nlink > 1:
+                self._check_linked(st, mode, path)
         except BaseException:
             os.close(fd)
             raise
         return fd, st
+
+    def _check_linked(self, st: os.stat_result, mode: _Mode, path: str) -> None:
+        """A file with other names: never written; read only when no protected
+        place is on its file system (a hard link cannot leave it, and nothing
+        short of searching the whole disk finds the other names)."""
+        if mode == "write":
+            raise ToolError(
+                f"cannot write {show(path)}: the file has {st.st_nlink} hard links, so "
+                "writing it would also change it under its other names, possibly outside "
+                "the workspace; write a new file instead"
+            )
+        if st.st_dev in self.rules.devices:
+            raise ToolError(
+                f"cannot read {show(path)}: the file has {st.st_nlink} hard links and lies on "
+                "the same file system as a protected place (the session store, tapelog's own "
+                "files or the user's login and key files), so it may be one of those under "
+                "another name; the fs tools do not read such files. Ask the user for a copy"
+            )
 
     def _check_kind(self, st: os.stat_result, mode: _Mode, path: str) -> None:
         if stat.S_ISDIR(st.st_mode):

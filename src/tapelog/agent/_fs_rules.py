@@ -110,6 +110,8 @@ class Rules:
     def __init__(self) -> None:
         self.objects: set[Id] = set()
         self.entries: set[tuple[int, int, str]] = set()
+        self.devices: set[int] = set()
+        """File systems holding a protected place: a hard link there may be one of them."""
 
     def add(self, path: Path) -> None:
         """Protect ``path`` (absolute, resolved as far as it exists)."""
@@ -127,6 +129,7 @@ class Rules:
             except OSError:
                 return
             break
+        self.devices.add(st.st_dev)
         if missing:  # the first missing name below what exists: everything under it
             self.entries.add((st.st_dev, st.st_ino, norm(missing[-1])))
             return
