@@ -9,14 +9,16 @@ lead outside. A symlink met on the way is expanded by hand and followed only
 while it stays inside (a relative target, or an absolute one naming the
 workspace); ``..`` goes back to a directory already walked and never above
 the root. Only regular files are opened for reading or writing (without
-blocking: a FIFO is refused at once, not waited on), and a file with more
-than one hard link is never written.
+blocking: a FIFO is refused at once, not waited on). A file with more than one
+hard link is never written, and read only when no protected place shares its
+file system (a hard link's other names are on the same one).
 
 Some places are protected (docs/security.md, "Workspace and tools"): nothing
 inside version-control metadata (``.git``, ``.hg``, ... by name, any case,
-and any directory that is a git directory by content) is ever written; the
-session store, tapelog's own data and the user's login files are neither
-read, listed nor written. Limits bound what one call writes or returns.
+and any directory that is a git directory by content) is ever written, nor is
+a git directory assembled (``_fs_git``); the session store, tapelog's own data
+and the user's login files are neither read, listed nor written. Limits bound
+what one call writes or returns.
 
 Results and errors name paths exactly as the model gave them: host paths
 would leak into the log and make the same session produce different bytes
@@ -35,23 +37,20 @@ from pathlib import Path
 from typing import Final, Literal
 
 from tapelog._errors import ToolError
+from tapelog.agent._fs_git import creating, read_only_reason, refuse_git_dir
 from tapelog.agent._fs_rules import (
     DEFAULT_PROTECTED_NAMES,
-    MARKER_OF,
     Id,
     Rules,
     data_paths,
     display_name,
-    git_markers,
     home_paths,
     is_dir_entry,
-    is_git_dir,
     norm,
     not_regular,
     os_error,
     positive,
     protected_error,
-    read_only_reason,
     real_path,
     show,
 )
@@ -72,9 +71,9 @@ _Mode = Literal["read", "list", "write"]
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_WRITE_FLAGS: Final = (
-    os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-)
+_REWRITE_FLAGS: Final = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""An existing file: if it vanished since it was checked, the walk looks again."""
+_CREATE_FLAGS: Final = _REWRITE_FLAGS | os.O_CREAT
 _NEW_FILE_MODE: Final = 0o644
 _MAX_LINKS: Final = 40
 """Symlinks expanded in one path (the kernel's limit); more is a loop."""
@@ -208,7 +207,7 @@ class _Workspace:
         result: int | None = None
         try:
             if mode == "write":
-                self._check_writable_dir(fds[0], path)
+                refuse_git_dir(fds[0], path)
             links = steps = 0
             while parts:
                 name = parts.popleft()
@@ -319,23 +318,6 @@ class _Workspace:
         if (st.st_dev, st.st_ino) in self.rules.objects:
             raise protected_error(path)
 
-    def _check_writable_dir(self, dir_fd: int, path: str) -> None:
-        if is_git_dir(git_markers(dir_fd)):
-            raise ToolError(
-                f"cannot write {show(path)}: it is inside a git directory (HEAD with "
-                "objects and refs), which the fs tools never write; change the working-tree "
-                "files instead"
-            )
-
-    def _check_new_entry(self, dir_fd: int, name: str, path: str) -> None:
-        """Refuse the entry that would turn its directory into a git directory."""
-        marker = MARKER_OF.get(norm(name))
-        if marker is not None and is_git_dir(git_markers(dir_fd) | {marker}):
-            raise ToolError(
-                f"cannot write {show(path)}: it would make a git directory (HEAD with "
-                "objects and refs), which the fs tools never create"
-            )
-
     def _open_dir(
         self, dir_fd: int, name: str, mode: _Mode, path: str, *, last: bool
     ) -> tuple[int, os.stat_result] | str | None:
@@ -344,9 +326,8 @@ class _Workspace:
         except FileNotFoundError:
             if mode != "write":
                 raise
-            self._check_new_entry(dir_fd, name, path)
-            with contextlib.suppress(FileExistsError):  # made meanwhile: open that
-                os.mkdir(name, 0o777, dir_fd=dir_fd)
+            with creating(dir_fd, name, path), contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o777, dir_fd=dir_fd)  # made meanwhile: open that
             return None  # open what is there now
         except OSError as exc:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
@@ -369,7 +350,7 @@ class _Workspace:
             st = os.fstat(fd)
             self._check_opened(st, path)
             if mode == "write":
-                self._check_writable_dir(fd, path)
+                refuse_git_dir(fd, path)
         except BaseException:
             os.close(fd)
             raise
@@ -391,16 +372,18 @@ class _Workspace:
                 except OSError:
                     return None
             self._check_kind(before, mode, path)
-        elif mode == "write":
-            self._check_new_entry(dir_fd, name, path)
-        flags = _WRITE_FLAGS if mode == "write" else _READ_FLAGS
         try:
-            fd = os.open(name, flags, _NEW_FILE_MODE, dir_fd=dir_fd)
+            if before is None:  # write a new file
+                with creating(dir_fd, name, path):
+                    fd = os.open(name, _CREATE_FLAGS, _NEW_FILE_MODE, dir_fd=dir_fd)
+            else:
+                flags = _REWRITE_FLAGS if mode == "write" else _READ_FLAGS
+                fd = os.open(name, flags, dir_fd=dir_fd)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                return None  # it became a symlink since the stat
-            if exc.errno == errno.EISDIR:
-                return None
+            if exc.errno in (errno.ELOOP, errno.EISDIR):
+                return None  # it became a symlink or a directory since the stat
+            if exc.errno == errno.ENOENT and before is not None:
+                return None  # it vanished since the stat: look again (a new file is checked)
             if exc.errno == errno.ENXIO:  # a FIFO without a reader, or a device
                 raise not_regular(path, stat.S_IFIFO) from None
             raise
@@ -408,16 +391,30 @@ class _Workspace:
             st = os.fstat(fd)
             self._check_kind(st, mode, path)
             self._check_opened(st, path)
-            if mode == "write" and st.st_nlink > 1:
-                raise ToolError(
-                    f"cannot write {show(path)}: the file has {st.st_nlink} hard links, so "
-                    "writing it would also change it under its other names, possibly outside "
-                    "the workspace; write a new file instead"
-                )
+            if st.st_nlink > 1:
+                self._check_linked(st, mode, path)
         except BaseException:
             os.close(fd)
             raise
         return fd, st
+
+    def _check_linked(self, st: os.stat_result, mode: _Mode, path: str) -> None:
+        """A file with other names: never written; read only when no protected
+        place is on its file system (a hard link cannot leave it, and nothing
+        short of searching the whole disk finds the other names)."""
+        if mode == "write":
+            raise ToolError(
+                f"cannot write {show(path)}: the file has {st.st_nlink} hard links, so "
+                "writing it would also change it under its other names, possibly outside "
+                "the workspace; write a new file instead"
+            )
+        if st.st_dev in self.rules.devices:
+            raise ToolError(
+                f"cannot read {show(path)}: the file has {st.st_nlink} hard links and lies on "
+                "the same file system as a protected place (the session store, tapelog's own "
+                "files or the user's login and key files), so it may be one of those under "
+                "another name; the fs tools do not read such files. Ask the user for a copy"
+            )
 
     def _check_kind(self, st: os.stat_result, mode: _Mode, path: str) -> None:
         if stat.S_ISDIR(st.st_mode):

@@ -22,21 +22,17 @@ from tapelog._errors import ToolError
 __all__ = [
     "DEFAULT_PROTECTED_NAMES",
     "HOME_PROTECTED",
-    "MARKER_OF",
     "Id",
     "Rules",
     "data_paths",
     "display_name",
-    "git_markers",
     "home_paths",
     "is_dir_entry",
-    "is_git_dir",
     "norm",
     "not_regular",
     "os_error",
     "positive",
     "protected_error",
-    "read_only_reason",
     "real_path",
     "show",
 ]
@@ -69,10 +65,6 @@ HOME_PROTECTED: Final = (
 on the next ``git`` command, keys, and per-user configuration and programs.
 They matter when the workspace is the home directory (or above it)."""
 
-# What makes a directory a git directory (git's own test): HEAD, and objects
-# and refs, or a commondir file (a linked worktree's directory).
-_GIT_MARKERS: Final = ("HEAD", "objects", "refs", "commondir")
-MARKER_OF: Final = {m.casefold(): m for m in _GIT_MARKERS}
 # Code points some file systems ignore in names (HFS+), so ".g\u200cit" is ".git" there.
 _IGNORABLE: Final = dict.fromkeys(
     [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
@@ -82,21 +74,6 @@ _IGNORABLE: Final = dict.fromkeys(
 def norm(name: str) -> str:
     """A name as case-insensitive and Windows- or macOS-mounted file systems compare it."""
     return name.translate(_IGNORABLE).rstrip(". ").casefold()
-
-
-def is_git_dir(markers: set[str]) -> bool:
-    return "HEAD" in markers and ("commondir" in markers or {"objects", "refs"} <= markers)
-
-
-def git_markers(dir_fd: int) -> set[str]:
-    found: set[str] = set()
-    for name in _GIT_MARKERS:
-        try:
-            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except OSError:
-            continue
-        found.add(name)
-    return found
 
 
 def show(path: str) -> str:
@@ -133,6 +110,8 @@ class Rules:
     def __init__(self) -> None:
         self.objects: set[Id] = set()
         self.entries: set[tuple[int, int, str]] = set()
+        self.devices: set[int] = set()
+        """File systems holding a protected place: a hard link there may be one of them."""
 
     def add(self, path: Path) -> None:
         """Protect ``path`` (absolute, resolved as far as it exists)."""
@@ -150,6 +129,7 @@ class Rules:
             except OSError:
                 return
             break
+        self.devices.add(st.st_dev)
         if missing:  # the first missing name below what exists: everything under it
             self.entries.add((st.st_dev, st.st_ino, norm(missing[-1])))
             return
@@ -226,15 +206,3 @@ def positive(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ToolError(f"{name} must be a positive number, not {value!r}")
     return value
-
-
-def read_only_reason(root: Path, names: frozenset[str]) -> str | None:
-    """Why no write can be allowed anywhere in the workspace, if the root itself
-    lies inside version-control metadata (no host path: the model reads it)."""
-    for directory in (root, *root.parents):
-        if norm(directory.name) in names:
-            return "the workspace lies inside version-control metadata, which is never written"
-        found = {m for m in _GIT_MARKERS if os.path.lexists(directory / m)}
-        if is_git_dir(found):
-            return "the workspace lies inside a git directory, which is never written"
-    return None
