@@ -423,13 +423,17 @@ class Agent:
             shaped, tools = shape_request(
                 self._output, config, self._tool_schemas(), session.header
             )
-            header = EpochHeader(config=shaped, system=self.system, tools=tools, prefix=prefix)
+            offered = EpochHeader(config=shaped, system=self.system, tools=tools, prefix=prefix)
             wire = client_wire(self.client, shaped, checked=self.check)
+            # Offered -> logged -> folded -> sent: the request carries the header as
+            # the session's fold returns it, never the value offered to the log.
+            self._recorder.record(offered)
+            header = session.header
+            assert header is not None, "the recorder has just logged a header"
             request = build_request(
                 header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
             )
             body = wire.encode_body(request, cache=self._body_cache)
-            self._recorder.record(header)
             self._config_explicit = False
             if shaped is not config:  # the next seed is the config before output shaping
                 self._config, self._config_explicit = config, True

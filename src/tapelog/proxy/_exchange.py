@@ -161,11 +161,15 @@ class Exchange:
             self._log_message(client[i], op)
         nodes = session.history()
         self.boundary = session.append("step/start", {"turn": self.turn, "step": 0})
+        # Offered -> logged -> folded -> sent: the upstream gets the header as the
+        # session's fold returns it, never the value offered to the log.
+        self.header_event = state.recorder.record(self.header)
+        header = session.header
+        assert header is not None, "the recorder has just logged a header"
         request = build_request(
-            header=self.header, nodes=nodes, session_id=session.id, boundary_seq=self.boundary.seq
+            header=header, nodes=nodes, session_id=session.id, boundary_seq=self.boundary.seq
         )
         body = wire.encode_body(request, cache=cache)
-        self.header_event = state.recorder.record(self.header)
         if state.checker is not None:
             state.checker.check(request, body)
         return request, body
