@@ -35,7 +35,7 @@ def _replaces(session: Any) -> list[Any]:
 
 async def test_four_concurrent_conversations_get_four_sessions(tmp_path: Path) -> None:
     async with in_process(tmp_path) as (_, emu, http):
-        client = AsyncOpenAI(base_url="http://proxy/v1", api_key=SECRET, http_client=http)
+        client = AsyncOpenAI(base_url="http://127.0.0.1/v1", api_key=SECRET, http_client=http)
 
         async def converse(tag: str) -> None:
             messages: list[Any] = [{"role": "user", "content": f"{tag}: hello"}]
