@@ -295,6 +295,10 @@ async def test_a_stream_the_upstream_cuts_is_an_error_and_the_retry_continues(
         again = await post(http, PATH, body)
     assert cut.status_code == 200
     assert "[DONE]" not in cut.text, "the client got the cut stream as it was"
+    assert cut.text.endswith("\n\n")
+    last = cut.text.rstrip("\n").rsplit("\n\n", 1)[-1]
+    assert last.startswith('data: {"error":'), "and then the API's error event"
+    assert "ended before the model finished" in last
     assert "whole" in again.text
     assert "[DONE]" in again.text
     (session,) = sessions_in(tmp_path).values()
