@@ -47,10 +47,12 @@ _ENCODER_DEPTH: Final = 254
 def nested_too_deeply(body: Any) -> bool:
     """Whether a decoded body nests more than :data:`MAX_BODY_DEPTH` levels.
 
-    Measured by the log's own encoder, in C at about 1.5 ms per MB, where a
-    walk in Python takes 6 ms: the body wrapped in as many arrays as leave it
-    exactly :data:`MAX_BODY_DEPTH` levels under the encoder's limit encodes
-    if and only if the body is no deeper than that.
+    Measured by the log's own encoder, in C: the body wrapped in as many
+    arrays as leave it exactly :data:`MAX_BODY_DEPTH` levels under the
+    encoder's limit encodes if and only if the body is no deeper than that.
+    It costs 0.4 ms for the 3 MB body of 10,000 messages in
+    bench/bench_proxy.py (its parse: 23 ms), a quarter or less of what a walk
+    over the body in Python costs.
     """
     wrapped = body
     for _ in range(_ENCODER_DEPTH - MAX_BODY_DEPTH):
