@@ -115,7 +115,9 @@ class Relay:
         self._parser: _Parser | None = parser
         self.family = family
         self.error: dict[str, Any] | None = None
-        self.told = False  # the upstream's own error event reached the client
+        # What the upstream sent already makes the client's SDK raise (its
+        # own error event, or an event that is not JSON): nothing to add.
+        self.told = False
         self.completed = False
         self.finished = False
 
