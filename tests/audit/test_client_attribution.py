@@ -535,7 +535,7 @@ async def test_a_session_the_proxy_logged_is_attributed(tmp_path: Path) -> None:
         transport = httpx.ASGITransport(app=proxy.app)
         async with httpx.AsyncClient(
             transport=transport,
-            base_url="http://proxy/s/agent/v1",
+            base_url="http://127.0.0.1/s/agent/v1",
             headers={"Authorization": "Bearer sk-client-key-for-the-test-0000"},
             timeout=30,
         ) as client:

@@ -237,7 +237,7 @@ async def in_process(
         **options,
     )
     client = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=proxy.app), base_url="http://proxy", timeout=30
+        transport=httpx.ASGITransport(app=proxy.app), base_url="http://127.0.0.1", timeout=30
     )
     try:
         yield proxy, emu, client

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+import pytest
 from click.testing import CliRunner
 from openai import OpenAI
 
@@ -38,6 +40,18 @@ def test_an_unknown_upstream_is_one_readable_line() -> None:
     assert "runs in-process" in result.output
 
 
+@pytest.mark.parametrize(
+    "origin", ["localhost:3000", "ftp://localhost", "http://localhost:3000/app", "http://"]
+)
+def test_an_allowed_origin_that_is_not_an_origin_is_one_readable_line(origin: str) -> None:
+    result = CliRunner().invoke(
+        cli, ["proxy", "--upstream", "openai", "--allow-origin", origin, "--port", "0"]
+    )
+    assert result.exit_code == 2
+    assert "is not a web origin; give scheme://host[:port]" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_client_settings_name_the_variables_clients_read() -> None:
     assert client_settings("127.0.0.1", 9, "anthropic") == ["ANTHROPIC_BASE_URL=http://127.0.0.1:9"]
     assert client_settings("::1", 9, "openai")[0] == "OPENAI_BASE_URL=http://[::1]:9/v1"
@@ -58,6 +72,8 @@ def test_the_command_serves_and_reports_each_request(tmp_path: Path) -> None:
             "0",
             "--store",
             str(store),
+            "--allow-origin",
+            "http://localhost:3000",
         ]
         env = {**os.environ, "DEEPSEEK_API_KEY": "", "TAPELOG_PROVIDERS": ""}
         proc = subprocess.Popen(
@@ -82,11 +98,25 @@ def test_the_command_serves_and_reports_each_request(tmp_path: Path) -> None:
                 )
             assert answer.choices[0].message.content == "hello from upstream"
             line = proc.stdout.readline()
+            url = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
+            body = {"model": "deepseek-chat", "messages": [{"role": "user", "content": "x"}]}
+            page = httpx.post(url, json=body, headers={"origin": "http://evil.example"})
+            assert page.status_code == 403
+            refused = proc.stdout.readline()
+            allowed = httpx.options(
+                url,
+                headers={
+                    "origin": "http://localhost:3000",
+                    "access-control-request-method": "POST",
+                },
+            )
+            assert allowed.headers["access-control-allow-origin"] == "http://localhost:3000"
         finally:
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert re.match(r"proxy-\S+ turn 1: 0/\d+ prompt tokens cached; new session", line), line
+    assert refused.startswith("-: HTTP 403: the proxy refuses requests from web pages"), refused
     sessions = sessions_in(store)
     assert_rebuilds(sessions, upstream)
     assert_no_secret(store, "".join(head), line, out, err)

@@ -170,7 +170,7 @@ async def test_the_other_api_is_refused_in_its_own_error_shape(tmp_path: Path) -
 
 async def test_the_sdk_raises_its_own_error_with_the_proxys_sentence(tmp_path: Path) -> None:
     async with in_process(tmp_path) as (_, _emu, http):
-        client = AsyncOpenAI(base_url="http://proxy/v1", api_key=SECRET, http_client=http)
+        client = AsyncOpenAI(base_url="http://127.0.0.1/v1", api_key=SECRET, http_client=http)
         with pytest.raises(openai.BadRequestError, match="the log holds one answer per request"):
             await client.chat.completions.create(model=MODEL, messages=HELLO, n=3)  # type: ignore[arg-type]
 
@@ -179,7 +179,11 @@ async def test_a_body_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
     async with in_process(tmp_path, max_body_bytes=1000) as (_, emu, http):
         big = [{"role": "user", "content": "x" * 2000}]
         refused = await post(http, "/v1/chat/completions", {"model": MODEL, "messages": big})
-        garbled = await http.post("/v1/chat/completions", content=b"{not json")
+        garbled = await http.post(
+            "/v1/chat/completions",
+            content=b"{not json",
+            headers={"content-type": "application/json"},
+        )
     assert refused.status_code == 413
     assert "larger than the proxy reads" in refused.text
     assert garbled.status_code == 400

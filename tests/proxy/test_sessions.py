@@ -35,7 +35,7 @@ def _replaces(session: Any) -> list[Any]:
 
 async def test_four_concurrent_conversations_get_four_sessions(tmp_path: Path) -> None:
     async with in_process(tmp_path) as (_, emu, http):
-        client = AsyncOpenAI(base_url="http://proxy/v1", api_key=SECRET, http_client=http)
+        client = AsyncOpenAI(base_url="http://127.0.0.1/v1", api_key=SECRET, http_client=http)
 
         async def converse(tag: str) -> None:
             messages: list[Any] = [{"role": "user", "content": f"{tag}: hello"}]
@@ -295,6 +295,10 @@ async def test_a_stream_the_upstream_cuts_is_an_error_and_the_retry_continues(
         again = await post(http, PATH, body)
     assert cut.status_code == 200
     assert "[DONE]" not in cut.text, "the client got the cut stream as it was"
+    assert cut.text.endswith("\n\n")
+    last = cut.text.rstrip("\n").rsplit("\n\n", 1)[-1]
+    assert last.startswith('data: {"error":'), "and then the API's error event"
+    assert "ended before the model finished" in last
     assert "whole" in again.text
     assert "[DONE]" in again.text
     (session,) = sessions_in(tmp_path).values()

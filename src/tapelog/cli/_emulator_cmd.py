@@ -7,24 +7,14 @@ a loopback address; a public host is refused before anything listens.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 from pathlib import Path
 
 import click
 
+from tapelog._loopback import is_loopback
 from tapelog.cli._common import listen
 
 __all__ = ["COMMANDS", "base_urls", "is_loopback"]
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def base_urls(host: str, port: int) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """``tapelog proxy``: log and rebuild any agent's requests by changing its base URL.
 
 The proxy forwards with whatever credentials its clients send and has no
-authentication of its own, so it binds a loopback address unless
-``--allow-remote`` says otherwise. It prints where it listens and the
+authentication of its own, so it binds a loopback address and answers
+loopback ``Host`` names only unless ``--allow-remote`` says otherwise, and
+refuses requests from web pages (an ``Origin`` header) unless
+``--allow-origin`` names their origin. It prints where it listens and the
 environment variables common clients read, then one line per request
 (session, cached/prompt tokens, what changed); every line goes through the
 terminal filter (names and errors come from clients and the upstream).
@@ -12,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import urllib.parse
 
 import click
 
+from tapelog._loopback import is_loopback
 from tapelog.cli._common import OneLineError, listen, store_option
-from tapelog.cli._emulator_cmd import is_loopback
 from tapelog.cli._providers import providers_option
 from tapelog.cli._stores import open_store, store_label
 from tapelog.cli._terminal import terminal_text
@@ -50,6 +53,14 @@ def client_settings(host: str, port: int, family: str) -> list[str]:
     help="Allow a non-loopback --host (the proxy has no authentication of its own).",
 )
 @click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Let web pages of this origin (e.g. http://localhost:3000) use the proxy; repeatable. "
+    "Requests that carry any other Origin are refused.",
+)
+@click.option(
     "--check/--no-check",
     default=None,
     help="Rebuild every request from the log before sending it (default: on, or $TAPELOG_CHECK).",
@@ -69,6 +80,7 @@ def proxy_command(
     host: str,
     port: int,
     allow_remote: bool,
+    allow_origins: tuple[str, ...],
     check: bool | None,
     resume_sessions: int,
     store: str | None,
@@ -82,6 +94,14 @@ def proxy_command(
             "localhost (or pass --allow-remote).",
             param_hint="--host",
         )
+    for origin in allow_origins:
+        parts = urllib.parse.urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+            raise click.BadParameter(
+                f"{origin!r} is not a web origin; give scheme://host[:port], e.g. "
+                "http://localhost:3000",
+                param_hint="--allow-origin",
+            )
     import uvicorn
 
     from tapelog.proxy import Proxy, ProxyError, RequestSummary, Upstream
@@ -96,7 +116,15 @@ def proxy_command(
         click.echo(terminal_text(summary.line()))
 
     sock = listen(host, port)
-    proxy = Proxy(target, sessions, check=check, on_request=report, scan_limit=resume_sessions)
+    proxy = Proxy(
+        target,
+        sessions,
+        check=check,
+        on_request=report,
+        scan_limit=resume_sessions,
+        check_host=not allow_remote,
+        allowed_origins=allow_origins,
+    )
     bound = sock.getsockname()[1]
 
     async def serve() -> None:

@@ -32,7 +32,15 @@ in the shape of a non-streamed answer (``_answers``); a streaming client gets
 the upstream's bytes unchanged, plus a usage event it may not have asked for.
 The piece that ends a stream reaches the client only once the turn's end is
 logged and durable. An upstream error answer is passed on as it came (status,
-body, headers) and logged as the turn's error; the request counts as sent.
+body, headers) and logged as the turn's error; the request counts as sent. A
+stream that breaks (the connection drops, or no ``[DONE]`` / ``message_stop``)
+is logged as the turn's error and ends with the API's own error event, so the
+client's SDK raises instead of taking the part for the whole.
+
+Only programs may use it (``_guard``): a ``Host`` that is not a loopback name
+is a 421, an ``Origin`` header not allowed a 403, a body not declared
+``application/json`` a 415, all before the body is read, so a web page in the
+user's browser cannot write turns or spend the upstream.
 
 What the log does not hold: the client's request headers. Credentials and
 ``anthropic-version`` only authenticate and version the API, but an

@@ -3,8 +3,10 @@
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
 completions), ``POST /v1/messages`` (Anthropic Messages), each also under
 ``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
-Per request: read and decode the body, translate and check it (``_translate``;
-a 400 before anything is logged), find its session (``_index``: explicit, or
+Per request: refuse what a web page could send (``_guard``: a non-loopback
+``Host``, an ``Origin`` not allowed, a body not declared JSON), read and
+decode the body, translate and check it (``_translate``; a 400 before
+anything is logged), find its session (``_index``: explicit, or
 extend / edit / fork / new) and take that session's lock, plan how its
 messages meet the log (``_exchange.plan_messages``), log the request and its
 header, rebuild and check the bytes, make the log durable, send, then relay
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Final
 
 import httpx
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -36,6 +40,7 @@ from tapelog.llm import usage_prompt_tokens, wire_for
 from tapelog.log import EpochHeader, decode, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
+from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._index import Match, SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._sessions import Sessions, SessionState
@@ -76,7 +81,8 @@ class Proxy:
     the invariant checker on every request (default: on, unless
     ``TAPELOG_CHECK`` is off); ``on_request`` gets a :class:`RequestSummary`
     per request; ``scan_limit`` is how many stored proxy sessions are indexed
-    at start (:meth:`start`).
+    at start (:meth:`start`); ``check_host`` and ``allowed_origins`` are the
+    ``_guard`` rules (off with ``--allow-remote``; ``--allow-origin``).
     """
 
     def __init__(
@@ -90,6 +96,8 @@ class Proxy:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         scan_limit: int = 100,
         max_open: int = 64,
+        check_host: bool = True,
+        allowed_origins: Iterable[str] = (),
     ) -> None:
         self.upstream = upstream
         self.store = store
@@ -104,11 +112,20 @@ class Proxy:
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
         self._explicit = asyncio.Lock()
+        self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
             routes.append(Route("/s/{session}" + path, self._endpoint(family), methods=["POST"]))
-        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+        # Browsers ask before a cross-site JSON POST; only allowed origins get a yes.
+        cors = Middleware(
+            CORSMiddleware,
+            allow_origins=self.guard.allowed_origins,
+            allow_methods=["POST"],
+            allow_headers=["*"],
+        )
+        middleware = [cors] if self.guard.allowed_origins else []
+        self.app = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
 
     async def start(self) -> int:
         """Index the newest stored proxy sessions (once; later calls wait for
@@ -136,6 +153,9 @@ class Proxy:
             await self.aclose()
 
     async def _health(self, request: Request) -> Response:
+        problem = self.guard.host_problem(request.headers)
+        if problem is not None:
+            return self._fail(self.upstream.family, problem.status, str(problem))
         return Response(encode_trusted({"ok": True}), media_type="application/json")
 
     def _endpoint(self, family: Family) -> Callable[[Request], Any]:
@@ -178,9 +198,14 @@ class Proxy:
             try:
                 body = decode(raw)
             except JsonValueError as exc:
-                raise ProxyError(f"the request body is not valid JSON ({exc.problem})") from None
+                raise ProxyError(f"the request body is {exc.problem}") from None
             if not isinstance(body, dict):
                 raise ProxyError("the request body must be a JSON object")
+            if nested_too_deeply(body):
+                raise ProxyError(
+                    f"the request body is nested more than {MAX_BODY_DEPTH} levels deep; "
+                    "the log does not hold values that deep"
+                )
             parsed = self.translator.parse(family, body)
             messages = self.translator.messages(parsed)
             problem = unanswered_calls(
@@ -201,6 +226,7 @@ class Proxy:
     async def _handle(self, request: Request, family: Family) -> Response:
         explicit = request.path_params.get("session") or request.headers.get(SESSION_HEADER)
         try:
+            self.guard.check(request.headers)
             await self.start()
             if family != self.upstream.family:
                 api = (

@@ -7,7 +7,10 @@ chunks are logged as ``assistant/chunk`` events before the piece is passed on.
 A non-streaming client gets the answer assembled from the same events
 (``_answers``). However the relay ends (the stream's end, an error event, a
 cut connection, the client going away), :meth:`Relay.finish` logs the turn's
-end exactly once and hands the session back.
+end exactly once and hands the session back. A stream that breaks (the
+connection drops, or it ends without its end marker) is logged as an error
+and ended for the client with its API's error event, so its SDK raises rather
+than return the partial answer as if it were whole.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 from tapelog._errors import ProviderError
 from tapelog.llm import AnthropicStreamParser, OpenAIStreamParser
 from tapelog.log import FrozenDict, redact
+from tapelog.proxy._answers import error_body
 from tapelog.proxy._exchange import Exchange
 from tapelog.proxy._types import Family
 from tapelog.proxy._upstream import SseDecoder
@@ -58,6 +62,15 @@ class _Answer(Protocol):
 def passed_headers(headers: httpx.Headers) -> dict[str, str]:
     """The upstream's response headers a client may see (not the hop-by-hop ones)."""
     return {k: v for k, v in headers.items() if k.lower() not in _HOP}
+
+
+def stream_error_event(family: Family, message: str) -> bytes:
+    """The event that ends a broken stream as the client's API ends one with an
+    error: OpenAI sends ``data: {"error": {...}}``, Anthropic ``event: error``;
+    each SDK raises when it reads it."""
+    body = error_body(family, 502, f"tapelog proxy: {message}")
+    head = b"event: error\n" if family == "anthropic" else b""
+    return head + b"data: " + body + b"\n\n"
 
 
 def error_of(exc: BaseException, provider: str) -> dict[str, Any]:
@@ -100,7 +113,11 @@ class Relay:
             else OpenAIStreamParser(provider)
         )
         self._parser: _Parser | None = parser
+        self.family = family
         self.error: dict[str, Any] | None = None
+        # What the upstream sent already makes the client's SDK raise (its
+        # own error event, or an event that is not JSON): nothing to add.
+        self.told = False
         self.completed = False
         self.finished = False
 
@@ -115,6 +132,7 @@ class Relay:
                 chunks = parser.feed(event)
             except ProviderError as exc:
                 self.error, self._parser = error_of(exc, self.provider), None
+                self.told = True
                 continue
             for chunk in chunks:
                 self.exchange.chunk(chunk)
@@ -145,14 +163,36 @@ class Relay:
                 yield data
             if not self.finished:
                 self._read(self._decoder.end())
+                unterminated = self._parser is not None and not self._parser.done
                 self._end_of_stream()
+                if unterminated and self.error is None:
+                    self.error, self.completed = self._truncated(), False
         except httpx.HTTPError as exc:
             if not self.finished:
                 self.error = error_of(exc, self.provider)
+                self.error["message"] = (
+                    f"the connection to {self.provider} broke before the answer ended "
+                    f"({type(exc).__name__}); the partial answer is logged and the request "
+                    "can be retried"
+                )
         finally:
             await self.finish()
             with contextlib.suppress(Exception):
                 await self.response.aclose()
+        if self.error is not None and self.answer is None and not self.told:
+            # The client has a 200 and part of an answer: only an error event in
+            # its API's own shape makes its SDK raise instead of returning the part.
+            yield stream_error_event(self.family, self.error["message"])
+
+    def _truncated(self) -> dict[str, Any]:
+        marker = "message_stop" if self.family == "anthropic" else "[DONE]"
+        return error_of(
+            ProviderError(
+                f"The {self.provider} stream ended without {marker}; the partial answer is "
+                "logged and the request can be retried."
+            ),
+            self.provider,
+        )
 
     async def finish(self) -> None:
         """Log how the answer ended (once) and hand the session back."""

@@ -43,6 +43,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tapelog._errors import InvalidSessionIdError, LogError, SessionNotFoundError, TapelogError
+from tapelog._loopback import is_loopback_host_header
 from tapelog.audit import ReportWindow, Timeline, encode_request, report_assets
 from tapelog.log import encode
 from tapelog.serve._diff_page import diff_html
@@ -61,7 +62,6 @@ _AUDIT_BUDGET_S: Final = 0.15
 _POLL_S: Final = 0.25
 _KEEPALIVE_S: Final = 15.0
 _BATCH: Final = 500
-_LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 _NOWHERE: Final = ReportWindow(first=0, last=-1, first_seq=0, end_seq=0)
 
 
@@ -119,8 +119,7 @@ class _Guard:
             await self._app(scope, receive, send)
             return
         host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-        name = host[1 : host.find("]")] if host.startswith("[") else host.split(":")[0]
-        if name not in _LOOPBACK:
+        if not is_loopback_host_header(host):
             response = Response("tapelog serve answers loopback names only\n", status_code=421)
             await response(scope, receive, self._send(send))
             return
