@@ -9,6 +9,7 @@ the wires pulling in the emulator's web stack.
 from __future__ import annotations
 
 import ast
+import builtins
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,77 @@ def test_comments_and_docs_cite_the_projects_own_pages() -> None:
             if "PROVIDERS.md" in line or "DESIGN" in line or "RFC" in line:
                 wrong.append(f"{path.relative_to(SRC)}:{number}: {line.strip()}")
     assert wrong == []
+
+
+def _base_name(base: ast.expr) -> str:
+    """The name a base class is written with (``Error`` in ``errors.Error`` too)."""
+    if isinstance(base, ast.Attribute):
+        return base.attr
+    return base.id if isinstance(base, ast.Name) else ""
+
+
+def _exception_classes() -> dict[str, list[tuple[str, set[str]]]]:
+    """Every exception class the package defines (at any depth, in functions
+    too): its name, where it is defined and the names of its bases; a class is
+    one when a base is a builtin exception, a click exception or another one."""
+    defined: list[tuple[str, str, set[str]]] = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {_base_name(b) for b in node.bases}
+                defined.append((node.name, f"{path.relative_to(SRC)}:{node.lineno}", bases))
+    known = {
+        name
+        for name, value in vars(builtins).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    } | {"ClickException"}
+    while True:
+        more = {name for name, _, bases in defined if bases & known} - known
+        if not more:
+            break
+        known |= more
+    found: dict[str, list[tuple[str, set[str]]]] = {}
+    for name, where, bases in defined:
+        if bases & known:
+            found.setdefault(name, []).append((where, bases))
+    return found
+
+
+def _descends_from(name: str, root: str, classes: dict[str, list[tuple[str, set[str]]]]) -> bool:
+    """Whether a class of that name has ``root`` among its ancestors (by name)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current == root:
+            return True
+        if current not in seen:
+            seen.add(current)
+            todo.extend(base for _, bases in classes.get(current, []) for base in bases)
+    return False
+
+
+def test_every_tapelog_error_is_defined_in_the_one_exception_module() -> None:
+    """The tree in ``tapelog._errors`` is the whole tree: a user reads every error
+    a catch can see in one place, and the public packages re-export it."""
+    classes = _exception_classes()
+    assert "TapelogError" in classes  # the walk finds the tree it checks
+    wrong = [
+        f"{where} defines {name}"
+        for name in sorted(classes)
+        if _descends_from(name, "TapelogError", classes)
+        for where, _ in classes[name]
+        if not where.startswith("_errors.py:")
+    ]
+    assert wrong == []
+
+
+def test_no_two_exception_classes_share_a_name() -> None:
+    """Two classes of one name (two ``Aborted``) let an ``except`` catch the wrong
+    one and miss the other."""
+    twice = {
+        name: [where for where, _ in places]
+        for name, places in _exception_classes().items()
+        if len(places) > 1
+    }
+    assert twice == {}

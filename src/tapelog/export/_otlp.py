@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from tapelog._errors import TapelogError
+from tapelog._errors import ExportError
 from tapelog.export._model import OtelTrace
 from tapelog.log import encode, redact
 
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTALL_HINT",
-    "ExportError",
     "otlp_json",
     "require_otel",
     "send_otlp",
@@ -54,10 +53,6 @@ _NEEDED: Final = (
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
 )
 _ERRNO: Final = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
-
-
-class ExportError(TapelogError):
-    """An export that could not be made: the extra is missing, or the receiver failed."""
 
 
 def require_otel() -> None:
