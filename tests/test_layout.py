@@ -1,9 +1,11 @@
 """The layout shows the data flow: layers import downwards only, privately within a package.
 
 log -> cache, request -> llm -> checker -> agent / audit / emulator -> cli
-(docs/architecture.md). A module-level import that points up a layer, or into
-another package's private module, fails here; so does importing the agent or
-the wires pulling in the emulator's web stack.
+(docs/architecture.md). An import that points up a layer (at module level or
+lazily inside a function), into the root package ``tapelog`` (the top layer),
+or into another package's private module, fails here; so does importing the
+agent or the wires pulling in the emulator's web stack, and so does an error
+class defined outside ``tapelog._errors``.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ import ast
 import builtins
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tapelog"
 
-# What each package may import at module level (besides itself and _errors).
+# What each package may import, anywhere in its code (besides itself and the CORE modules).
 ALLOWED: dict[str, set[str]] = {
     "log": set(),
     "cache": {"log"},
@@ -38,27 +41,40 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
-def _module_level_imports(path: Path) -> list[tuple[int, str]]:
-    """Absolute ``tapelog.*`` modules imported by top-level statements."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: list[tuple[int, str]] = []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-        elif isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-    return [(line, name) for line, name in found if name.split(".")[0] == "tapelog"]
+CORE = {"_errors", "_version"}
+"""The root package's private core modules, which every layer may import."""
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute ``tapelog`` modules one import statement loads (``from
+    tapelog import agent`` loads ``tapelog.agent``; ``from tapelog import
+    __version__`` the root package)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif node.module is None or node.level != 0:
+        names = []
+    elif node.module == "tapelog":
+        names = [
+            f"tapelog.{alias.name}"
+            if (SRC / alias.name).is_dir() or (SRC / f"{alias.name}.py").is_file()
+            else "tapelog"
+            for alias in node.names
+        ]
+    else:
+        names = [node.module]
+    return [name for name in names if name.split(".")[0] == "tapelog"]
 
 
 def _all_imports(path: Path) -> list[tuple[int, str]]:
+    """Every ``tapelog`` module a file imports, at module level or lazily
+    inside a function: a lazy import is a dependency all the same."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-        elif isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-    return [(line, name) for line, name in found if name.split(".")[0] == "tapelog"]
+    return [
+        (node.lineno, name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in _imported(node)
+    ]
 
 
 def _package_of(path: Path) -> str:
@@ -70,13 +86,56 @@ def _package_of(path: Path) -> str:
 def test_a_layer_imports_only_the_layers_below_it(package: str) -> None:
     wrong: list[str] = []
     for path in sorted((SRC / package).rglob("*.py")):
-        for line, module in _module_level_imports(path):
+        for line, module in _all_imports(path):
             target = module.split(".")[1] if "." in module else ""
-            if target in ("", package, "_errors"):
-                continue
+            if target in ("", package) or target in CORE:
+                continue  # the root package: the next test
             if target not in ALLOWED[package]:
                 wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
     assert wrong == []
+
+
+SUBPACKAGES = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    """A new package gets a row in ALLOWED (the CLI is the top and may import any)."""
+    assert set(SUBPACKAGES) == set(ALLOWED) | {"cli"}
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_no_subpackage_imports_the_root_package(package: str) -> None:
+    """``tapelog`` itself is the top layer: importing it imports the agent, the
+    audit, the store and the llm clients, whatever the importer needed from it."""
+    wrong = [
+        f"{path.relative_to(SRC)}:{line} imports {module}"
+        for path in sorted((SRC / package).rglob("*.py"))
+        for line, module in _all_imports(path)
+        if module == "tapelog"
+    ]
+    assert wrong == []
+
+
+def test_the_core_modules_import_nothing_of_tapelog() -> None:
+    """Every layer may import the CORE modules, so they stand below all of them."""
+    wrong = [
+        f"_{name}.py:{line} imports {module}"
+        for name in sorted(n.lstrip("_") for n in CORE)
+        for line, module in _all_imports(SRC / f"_{name}.py")
+    ]
+    assert wrong == []
+
+
+def test_the_version_is_kept_in_one_place() -> None:
+    """``tapelog._version`` holds it; the build reads it from there (no second copy)."""
+    import tapelog
+    from tapelog import _version
+
+    project = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in project["project"]
+    assert "version" in project["project"]["dynamic"]
+    assert project["tool"]["hatch"]["version"]["path"] == "src/tapelog/_version.py"
+    assert tapelog.__version__ is _version.__version__
 
 
 def test_no_module_imports_another_packages_private_modules() -> None:

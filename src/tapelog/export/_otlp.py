@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from tapelog._errors import ExportError
+from tapelog._version import __version__
 from tapelog.export._model import OtelTrace
 from tapelog.log import encode, redact
 
@@ -119,8 +120,6 @@ def sdk_spans(trace: OtelTrace) -> list[ReadableSpan]:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.id_generator import IdGenerator
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-
-    from tapelog import __version__
 
     class Planned(IdGenerator):
         """Hands out the id planned for the span being started."""
