@@ -18,6 +18,7 @@ import pytest
 from tapelog.agent import Agent
 from tapelog.emulator import Emulator
 from tapelog.llm import (
+    OpenAIClient,
     in_process_transport,
     make_client,
     register_in_process_transport,
@@ -51,24 +52,26 @@ async def test_a_client_without_a_base_url_talks_to_the_registered_transport(
     emulators: list[Emulator],
 ) -> None:
     client = make_client(CONFIG)
+    assert isinstance(client, OpenAIClient)
     result = await Agent(Session(), client, config=CONFIG).run("hi")
+    await client.aclose()
     assert result.text == "ok: hi"
     assert len(emulators) == 1
     assert [r.path for r in emulators[0].received] == ["/v1/chat/completions"]
-    make_client(CONFIG)
+    second = make_client(CONFIG)
+    assert isinstance(second, OpenAIClient)
+    await second.aclose()
     assert len(emulators) == 2  # each client its own: no state shared between clients
 
 
-@pytest.mark.parametrize(
-    "how",
-    [{"base_url": "http://127.0.0.1:9/v1"}, {"http_client": httpx.AsyncClient()}],
-    ids=["base_url", "http_client"],
-)
-def test_an_explicit_base_url_or_http_client_wins(
-    emulators: list[Emulator], how: dict[str, object]
-) -> None:
-    make_client(CONFIG, **how)  # type: ignore[arg-type]
-    assert emulators == []
+async def test_an_explicit_base_url_or_http_client_wins(emulators: list[Emulator]) -> None:
+    by_url = make_client(CONFIG, base_url="http://127.0.0.1:9/v1")
+    assert isinstance(by_url, OpenAIClient)
+    assert by_url.base_url == "http://127.0.0.1:9/v1"
+    await by_url.aclose()
+    async with httpx.AsyncClient() as http:
+        make_client(CONFIG, http_client=http)
+    assert emulators == []  # the factory was never asked
 
 
 def test_registering_replaces_and_unregistering_forgets() -> None:

@@ -188,10 +188,9 @@ def make_client(
             f"The {spec.name} provider needs a base URL (for example "
             "http://localhost:8000/v1); pass --base-url or base_url=."
         )
-    transport = None if http_client or base_url else in_process_transport(spec.name)
     if http_client is not None:
         http = http_client
-    elif transport is not None:
+    elif base_url is None and (transport := in_process_transport(spec.name)) is not None:
         http = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(60.0))
     else:
         http = _default_http()
