@@ -105,8 +105,9 @@ def test_every_subpackage_has_a_layer() -> None:
 
 @pytest.mark.parametrize("package", SUBPACKAGES)
 def test_no_subpackage_imports_the_root_package(package: str) -> None:
-    """``tapelog`` itself is the top layer: importing it imports the agent, the
-    audit, the store and the llm clients, whatever the importer needed from it."""
+    """``tapelog`` itself is the top layer: it imports the agent, the audit, the
+    store and the llm, so a subpackage taking a name from it closes an import
+    cycle (the name exists only once the root's imports have finished)."""
     wrong = [
         f"{path.relative_to(SRC)}:{line} imports {module}"
         for path in sorted((SRC / package).rglob("*.py"))

@@ -1,10 +1,12 @@
 """tapelog's version, kept in this one place.
 
 A root-level core module like :mod:`tapelog._errors`: every layer may import it
-(the MCP client and the OpenTelemetry tracer name themselves with it), while
-importing the root package ``tapelog`` would load the agent, the audit and the
-stores with it. The build reads the same constant (``[tool.hatch.version]`` in
-pyproject.toml), and ``tapelog.__version__`` re-exports it.
+(the MCP client, the OpenTelemetry tracer and the CLI name themselves with
+it). Taking it from the root package ``tapelog`` instead makes a lower layer
+depend on the top one, which imports every layer: an import cycle, where the
+name exists only once the root's own imports have finished. The build reads
+the same constant (``[tool.hatch.version]`` in pyproject.toml), and
+``tapelog.__version__`` re-exports it.
 """
 
 from __future__ import annotations
