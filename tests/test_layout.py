@@ -1,24 +1,27 @@
 """The layout shows the data flow: layers import downwards only, privately within a package.
 
 log -> cache, request -> llm -> checker -> agent / audit / emulator -> cli
-(docs/architecture.md). A module-level import that points up a layer, or into
-another package's private module, fails here; so does importing the agent or
-the wires pulling in the emulator's web stack.
+(docs/architecture.md). An import that points up a layer (at module level or
+lazily inside a function), into the root package ``tapelog`` (the top layer),
+or into another package's private module, fails here; so does importing the
+agent or the wires pulling in the emulator's web stack, and so does an error
+class defined outside ``tapelog._errors``.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tapelog"
 
-# What each package may import at module level (besides itself and the leaf modules
-# _errors and _loopback, which import nothing of tapelog).
+# What each package may import, anywhere in its code (besides itself and the CORE modules).
 ALLOWED: dict[str, set[str]] = {
     "log": set(),
     "cache": {"log"},
@@ -38,27 +41,40 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
-def _module_level_imports(path: Path) -> list[tuple[int, str]]:
-    """Absolute ``tapelog.*`` modules imported by top-level statements."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: list[tuple[int, str]] = []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-        elif isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-    return [(line, name) for line, name in found if name.split(".")[0] == "tapelog"]
+CORE = {"_errors", "_loopback", "_version"}
+"""The root package's private core modules, which every layer may import."""
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute ``tapelog`` modules one import statement loads (``from
+    tapelog import agent`` loads ``tapelog.agent``; ``from tapelog import
+    __version__`` the root package)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif node.module is None or node.level != 0:
+        names = []
+    elif node.module == "tapelog":
+        names = [
+            f"tapelog.{alias.name}"
+            if (SRC / alias.name).is_dir() or (SRC / f"{alias.name}.py").is_file()
+            else "tapelog"
+            for alias in node.names
+        ]
+    else:
+        names = [node.module]
+    return [name for name in names if name.split(".")[0] == "tapelog"]
 
 
 def _all_imports(path: Path) -> list[tuple[int, str]]:
+    """Every ``tapelog`` module a file imports, at module level or lazily
+    inside a function: a lazy import is a dependency all the same."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-        elif isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-    return [(line, name) for line, name in found if name.split(".")[0] == "tapelog"]
+    return [
+        (node.lineno, name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in _imported(node)
+    ]
 
 
 def _package_of(path: Path) -> str:
@@ -70,13 +86,57 @@ def _package_of(path: Path) -> str:
 def test_a_layer_imports_only_the_layers_below_it(package: str) -> None:
     wrong: list[str] = []
     for path in sorted((SRC / package).rglob("*.py")):
-        for line, module in _module_level_imports(path):
+        for line, module in _all_imports(path):
             target = module.split(".")[1] if "." in module else ""
-            if target in ("", package, "_errors", "_loopback"):
-                continue
+            if target in ("", package) or target in CORE:
+                continue  # the root package: the next test
             if target not in ALLOWED[package]:
                 wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
     assert wrong == []
+
+
+SUBPACKAGES = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    """A new package gets a row in ALLOWED (the CLI is the top and may import any)."""
+    assert set(SUBPACKAGES) == set(ALLOWED) | {"cli"}
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_no_subpackage_imports_the_root_package(package: str) -> None:
+    """``tapelog`` itself is the top layer: it imports the agent, the audit, the
+    store and the llm, so a subpackage taking a name from it closes an import
+    cycle (the name exists only once the root's imports have finished)."""
+    wrong = [
+        f"{path.relative_to(SRC)}:{line} imports {module}"
+        for path in sorted((SRC / package).rglob("*.py"))
+        for line, module in _all_imports(path)
+        if module == "tapelog"
+    ]
+    assert wrong == []
+
+
+def test_the_core_modules_import_nothing_of_tapelog() -> None:
+    """Every layer may import the CORE modules, so they stand below all of them."""
+    wrong = [
+        f"_{name}.py:{line} imports {module}"
+        for name in sorted(n.lstrip("_") for n in CORE)
+        for line, module in _all_imports(SRC / f"_{name}.py")
+    ]
+    assert wrong == []
+
+
+def test_the_version_is_kept_in_one_place() -> None:
+    """``tapelog._version`` holds it; the build reads it from there (no second copy)."""
+    import tapelog
+    from tapelog import _version
+
+    project = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in project["project"]
+    assert "version" in project["project"]["dynamic"]
+    assert project["tool"]["hatch"]["version"]["path"] == "src/tapelog/_version.py"
+    assert tapelog.__version__ is _version.__version__
 
 
 def test_no_module_imports_another_packages_private_modules() -> None:
@@ -108,3 +168,77 @@ def test_comments_and_docs_cite_the_projects_own_pages() -> None:
             if "PROVIDERS.md" in line or "DESIGN" in line or "RFC" in line:
                 wrong.append(f"{path.relative_to(SRC)}:{number}: {line.strip()}")
     assert wrong == []
+
+
+def _base_name(base: ast.expr) -> str:
+    """The name a base class is written with (``Error`` in ``errors.Error`` too)."""
+    if isinstance(base, ast.Attribute):
+        return base.attr
+    return base.id if isinstance(base, ast.Name) else ""
+
+
+def _exception_classes() -> dict[str, list[tuple[str, set[str]]]]:
+    """Every exception class the package defines (at any depth, in functions
+    too): its name, where it is defined and the names of its bases; a class is
+    one when a base is a builtin exception, a click exception or another one."""
+    defined: list[tuple[str, str, set[str]]] = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {_base_name(b) for b in node.bases}
+                defined.append((node.name, f"{path.relative_to(SRC)}:{node.lineno}", bases))
+    known = {
+        name
+        for name, value in vars(builtins).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    } | {"ClickException"}
+    while True:
+        more = {name for name, _, bases in defined if bases & known} - known
+        if not more:
+            break
+        known |= more
+    found: dict[str, list[tuple[str, set[str]]]] = {}
+    for name, where, bases in defined:
+        if bases & known:
+            found.setdefault(name, []).append((where, bases))
+    return found
+
+
+def _descends_from(name: str, root: str, classes: dict[str, list[tuple[str, set[str]]]]) -> bool:
+    """Whether a class of that name has ``root`` among its ancestors (by name)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current == root:
+            return True
+        if current not in seen:
+            seen.add(current)
+            todo.extend(base for _, bases in classes.get(current, []) for base in bases)
+    return False
+
+
+def test_every_tapelog_error_is_defined_in_the_one_exception_module() -> None:
+    """The tree in ``tapelog._errors`` is the whole tree: a user reads every error
+    a catch can see in one place, and the public packages re-export it."""
+    classes = _exception_classes()
+    assert "TapelogError" in classes  # the walk finds the tree it checks
+    wrong = [
+        f"{where} defines {name}"
+        for name in sorted(classes)
+        if _descends_from(name, "TapelogError", classes)
+        for where, _ in classes[name]
+        if not where.startswith("_errors.py:")
+    ]
+    assert wrong == []
+
+
+def test_no_two_exception_classes_share_a_name() -> None:
+    """Two classes of one name (two ``Aborted``) let an ``except`` catch the wrong
+    one and miss the other."""
+    twice = {
+        name: [where for where, _ in places]
+        for name, places in _exception_classes().items()
+        if len(places) > 1
+    }
+    assert twice == {}

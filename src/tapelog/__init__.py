@@ -3,8 +3,12 @@
 Every request the agent loop sends is a pure function of the append-only
 session log. See docs/architecture.md for the data flow and docs/format.md for
 the event catalog.
+
+Importing it also wires in what the lower layers may not import themselves
+(:mod:`tapelog._wiring`: the emulator's in-process transport).
 """
 
+from tapelog import _wiring
 from tapelog._errors import (
     ClientMismatchError,
     ContextOverflowError,
@@ -29,6 +33,7 @@ from tapelog._errors import (
     TapelogError,
     ToolError,
 )
+from tapelog._version import __version__
 from tapelog.agent import Agent, Hooks, tool
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.llm import make_client, register_provider
@@ -53,8 +58,6 @@ from tapelog.log import (
     thaw,
 )
 from tapelog.store import JsonlStore
-
-__version__ = "0.1.0"
 
 __all__ = [
     "EVENT_TYPES",
@@ -107,3 +110,5 @@ __all__ = [
     "thaw",
     "tool",
 ]
+
+_wiring.register_in_process_providers()

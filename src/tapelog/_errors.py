@@ -24,16 +24,26 @@ whole sentence that names what went wrong and, where there is one, the fix::
     ├── ProviderError                       a provider answered with an error
     │   └── ContextOverflowError            the request is too long for the model
     ├── ToolError                           a tool could not run
-    └── OutputError (also ValueError)       an output type structured output cannot use
+    ├── OutputError (also ValueError)       an output type structured output cannot use
+    ├── McpError                            an MCP server that cannot be configured or started
+    ├── ProxyError                          a request the proxy answers itself (with a status)
+    └── ExportError                         an export the extra or the receiver cannot make
+
+Each is defined here, whichever package raises it, and re-exported by that
+package's public ``__init__`` (``tapelog.mcp.McpError``, ...): one module holds
+every error a ``catch`` can see (tests/test_layout.py checks). So does the one
+internal control-flow exception, :class:`Aborted`, which is no ``TapelogError``.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "Aborted",
     "ClientMismatchError",
     "ContextOverflowError",
     "CorruptLogError",
     "EventError",
+    "ExportError",
     "ForkError",
     "FormatVersionError",
     "FrozenError",
@@ -41,8 +51,10 @@ __all__ = [
     "InvalidSessionIdError",
     "JsonValueError",
     "LogError",
+    "McpError",
     "OutputError",
     "ProviderError",
+    "ProxyError",
     "ReconstructionError",
     "ReentrantAppendError",
     "SessionExistsError",
@@ -178,3 +190,32 @@ class ToolError(TapelogError):
 
 class OutputError(TapelogError, ValueError):
     """A structured-output type, schema or mode cannot be used with this agent."""
+
+
+class McpError(TapelogError):
+    """An MCP server could not be configured or started (the sentence says which and why)."""
+
+
+class ProxyError(TapelogError):
+    """A request the proxy answers itself, with ``status`` and this message in
+    the client API's error shape (never forwarded, nothing logged for it unless
+    it says so)."""
+
+    def __init__(self, message: str, *, status: int = 400, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+class ExportError(TapelogError):
+    """An export that could not be made: the extra is missing, or the receiver failed."""
+
+
+class Aborted(Exception):
+    """Internal: an abort handle fired (``AbortHandle.abort``, ``Agent.abort``).
+
+    Not a :class:`TapelogError`: it never reaches a user. The HTTP edge raises it
+    while it waits and ends the stream quietly; the agent loop raises it between
+    and after steps and ends the turn with ``{"kind": "aborted"}``. One class
+    serves both, so an ``except Aborted`` can never catch one and miss the other.
+    """

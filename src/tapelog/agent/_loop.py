@@ -23,7 +23,7 @@ import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from tapelog._errors import ContextOverflowError, ProviderError, TapelogError
+from tapelog._errors import Aborted, ContextOverflowError, ProviderError, TapelogError
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
 from tapelog.agent._flushing import flush_off_loop
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, text_blocks
@@ -43,7 +43,6 @@ from tapelog.agent._tool_calls import run_tool_calls
 from tapelog.agent._tools import Tool, Toolset, ToolSource
 from tapelog.agent._trimming import Trimmer, TrimPolicy
 from tapelog.agent._turn import (
-    Aborted,
     Flushable,
     Outcome,
     RetryPolicy,

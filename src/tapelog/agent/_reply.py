@@ -14,9 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog._errors import ProviderError
+from tapelog._errors import Aborted, ProviderError
 from tapelog.agent._retry import RetryPolicy
-from tapelog.agent._turn import Aborted
 from tapelog.llm import AbortHandle, LlmRequest, ProviderClient, assemble_message
 from tapelog.log import Event, FrozenDict, LlmCallConfig, Session, freeze
 

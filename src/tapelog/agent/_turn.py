@@ -13,7 +13,6 @@ from tapelog.agent._retry import RetryPolicy  # backoff, jitter, Retry-After
 from tapelog.log import FrozenDict, LlmCallConfig, Session
 
 __all__ = [
-    "Aborted",
     "Flushable",
     "Outcome",
     "RetryPolicy",
@@ -60,10 +59,6 @@ def sum_usage(total: dict[str, int], usage: Mapping[str, Any] | None) -> None:
 
 def final_text(content: Sequence[Mapping[str, Any]]) -> str:
     return "".join(b["text"] for b in content if b["type"] == "text")
-
-
-class Aborted(Exception):
-    """Internal: the current step was aborted."""
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import click
 
-from tapelog import __version__
+from tapelog._version import __version__
 from tapelog.cli import _common, _providers
 
 __all__ = ["cli", "main"]

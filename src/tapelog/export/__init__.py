@@ -8,10 +8,10 @@ official SDK and OTLP exporter, the optional ``otel`` extra
 (``pip install 'tapelog[otel]'``), imported only when they run.
 """
 
+from tapelog._errors import ExportError
 from tapelog.export._model import AttributeValue, OtelSpan, OtelTrace, SpanEvent
 from tapelog.export._otlp import (
     INSTALL_HINT,
-    ExportError,
     otlp_json,
     require_otel,
     send_otlp,

@@ -26,7 +26,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from tapelog._errors import TapelogError
+from tapelog._errors import ExportError
+from tapelog._version import __version__
 from tapelog.export._model import OtelTrace
 from tapelog.log import encode, redact
 
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTALL_HINT",
-    "ExportError",
     "otlp_json",
     "require_otel",
     "send_otlp",
@@ -54,10 +54,6 @@ _NEEDED: Final = (
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
 )
 _ERRNO: Final = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
-
-
-class ExportError(TapelogError):
-    """An export that could not be made: the extra is missing, or the receiver failed."""
 
 
 def require_otel() -> None:
@@ -124,8 +120,6 @@ def sdk_spans(trace: OtelTrace) -> list[ReadableSpan]:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.id_generator import IdGenerator
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-
-    from tapelog import __version__
 
     class Planned(IdGenerator):
         """Hands out the id planned for the span being started."""

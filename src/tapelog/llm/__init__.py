@@ -8,7 +8,9 @@ chunks, which :func:`assemble_message` joins into the logged assistant message.
 Providers beyond the built-in table (:data:`PROVIDERS`) are the shipped
 :data:`PRESETS` and any :func:`register_provider` or providers file
 (:func:`load_providers`) adds; their wire is recorded in the logged config
-(:func:`complete_config`), so their logs rebuild without them.
+(:func:`complete_config`), so their logs rebuild without them. A provider
+that answers inside this process (the emulator) is reached through the
+transport registered for it (:func:`register_in_process_transport`).
 docs/providers.md documents every mapping and the facts behind it.
 """
 
@@ -17,6 +19,12 @@ from tapelog.llm._anthropic_wire import ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicW
 from tapelog.llm._assemble import AssembledMessage, assemble_message
 from tapelog.llm._clients import ANTHROPIC_VERSION, AnthropicClient, OpenAIClient
 from tapelog.llm._http import resolve_api_key
+from tapelog.llm._in_process import (
+    TransportFactory,
+    in_process_transport,
+    register_in_process_transport,
+    unregister_in_process_transport,
+)
 from tapelog.llm._openai_stream import OpenAIStreamParser, openai_usage
 from tapelog.llm._openai_wire import (
     DEFAULT_REASONING_SEND_BACK,
@@ -82,6 +90,7 @@ __all__ = [
     "ProviderClient",
     "ProviderSpec",
     "ReasoningSendBack",
+    "TransportFactory",
     "WireFormat",
     "anthropic_usage",
     "assemble_message",
@@ -90,14 +99,17 @@ __all__ = [
     "default_model",
     "encode_request",
     "estimate_tokens",
+    "in_process_transport",
     "known_providers",
     "load_providers",
     "make_client",
     "normalise_usage",
     "openai_usage",
     "provider_spec",
+    "register_in_process_transport",
     "register_provider",
     "resolve_api_key",
+    "unregister_in_process_transport",
     "unregister_provider",
     "usage_count",
     "usage_prompt_tokens",

@@ -29,12 +29,11 @@ from typing import Any, Final, TypeVar
 import httpx
 from httpx_sse import EventSource, ServerSentEvent, SSEError
 
-from tapelog._errors import ContextOverflowError, JsonValueError, ProviderError
+from tapelog._errors import Aborted, ContextOverflowError, JsonValueError, ProviderError
 from tapelog.llm._types import AbortHandle
 from tapelog.log import decode, redact, register_secret
 
 __all__ = [
-    "Aborted",
     "error_from_response",
     "event_frame",
     "parse_retry_after",
@@ -62,10 +61,6 @@ _DELAY: Final = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 integer by the standard; servers and the official SDKs also use fractions)."""
 _DELAY_TEXT: Final = 64
 """The longest retry header value read: anything longer is no delay or date."""
-
-
-class Aborted(Exception):
-    """Internal: the abort handle fired while waiting."""
 
 
 def resolve_api_key(

@@ -18,6 +18,7 @@ import httpx
 from tapelog._errors import ClientMismatchError, HeaderError, ProviderError
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
+from tapelog.llm._in_process import in_process_transport
 from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack
 from tapelog.llm._provider_registry import (
     complete_config,
@@ -152,13 +153,6 @@ def _default_http() -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0))
 
 
-def _in_process_emulator() -> httpx.AsyncClient:
-    """A fresh in-process emulator behind an ASGI transport (no socket, no key)."""
-    from tapelog.emulator import Emulator  # lazy: the emulator depends on llm, not vice versa
-
-    return httpx.AsyncClient(transport=Emulator().transport(), timeout=httpx.Timeout(60.0))
-
-
 def make_client(
     config: LlmCallConfig,
     *,
@@ -173,8 +167,10 @@ def make_client(
     completed config's, :func:`complete_config`). ``base_url`` overrides the
     table's default (required for ``compatible``); ``http_client`` is
     injected for the emulator (ASGI transport) and tests
-    (``httpx.MockTransport``), else one is created (for ``emulator`` without a
-    base URL: a fresh in-process emulator); ``env`` replaces
+    (``httpx.MockTransport``), else one is created: without a base URL, through
+    the provider's in-process transport when one is registered
+    (:func:`register_in_process_transport`; ``emulator``: a fresh in-process
+    emulator), else over the network; ``env`` replaces
     ``os.environ`` as the source of API keys. ``options`` go to the ``local``
     provider (model path, context size, threads).
     """
@@ -194,8 +190,8 @@ def make_client(
         )
     if http_client is not None:
         http = http_client
-    elif spec.name == "emulator" and base_url is None:
-        http = _in_process_emulator()
+    elif base_url is None and (transport := in_process_transport(spec.name)) is not None:
+        http = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(60.0))
     else:
         http = _default_http()
     if family == "anthropic":

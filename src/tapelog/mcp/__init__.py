@@ -10,8 +10,8 @@ Importing this package does not import the SDK; starting a server does (it
 is the optional extra ``tapelog[mcp]``).
 """
 
+from tapelog._errors import McpError
 from tapelog.mcp._config import (
-    McpError,
     ServerSpec,
     load_config,
     parse_config,

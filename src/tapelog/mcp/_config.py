@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tapelog._errors import JsonValueError, TapelogError
+from tapelog._errors import JsonValueError, McpError
 from tapelog.log import decode, redact, register_secret
 
-__all__ = ["McpError", "ServerSpec", "load_config", "parse_config", "parse_server_option"]
+__all__ = ["ServerSpec", "load_config", "parse_config", "parse_server_option"]
 
 _SERVER_NAME_RE = re.compile(r"[A-Za-z0-9](?:_?[A-Za-z0-9-])*")
 MAX_SERVER_NAME = 32
@@ -45,10 +45,6 @@ MAX_SERVER_NAME = 32
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamableHttp", "streamable_http"})
-
-
-class McpError(TapelogError):
-    """An MCP server could not be configured or started (the sentence says which and why)."""
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

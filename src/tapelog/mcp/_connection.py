@@ -41,11 +41,11 @@ from mcp.types import (
 from mcp.types import Tool as WireTool
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from tapelog import __version__
-from tapelog._errors import JsonValueError, ToolError
+from tapelog._errors import JsonValueError, McpError, ToolError
+from tapelog._version import __version__
 from tapelog.agent import SchemaTool, ToolOutcome
 from tapelog.log import redact
-from tapelog.mcp._config import McpError, ServerSpec
+from tapelog.mcp._config import ServerSpec
 from tapelog.mcp._mapping import (
     canonical_schema,
     namespaced,

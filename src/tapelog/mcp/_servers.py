@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from tapelog._errors import McpError
 from tapelog.agent import Tool, ToolOutcome
-from tapelog.mcp._config import McpError, ServerSpec, load_config, parse_config
+from tapelog.mcp._config import ServerSpec, load_config, parse_config
 
 if TYPE_CHECKING:
     from tapelog.mcp._connection import Connection

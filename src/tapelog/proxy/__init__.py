@@ -79,11 +79,12 @@ Driving it from code::
     # upstream (an emulator's ``transport()``).
 """
 
+from tapelog._errors import ProxyError
 from tapelog.proxy._app import DEFAULT_MAX_BODY_BYTES, SESSION_HEADER, Proxy
 from tapelog.proxy._index import Match, Point, SessionIndex
 from tapelog.proxy._sessions import PROXY_PREFIX
 from tapelog.proxy._summary import RequestSummary
-from tapelog.proxy._types import ClientRequest, ProxyError, Translated
+from tapelog.proxy._types import ClientRequest, Translated
 from tapelog.proxy._upstream import FORWARDED_HEADERS, Upstream
 
 __all__ = [

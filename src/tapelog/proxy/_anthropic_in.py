@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from tapelog._errors import EventError, JsonValueError
+from tapelog._errors import EventError, JsonValueError, ProxyError
 from tapelog.llm import AnthropicWire
 from tapelog.log import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
@@ -32,7 +32,6 @@ from tapelog.proxy._types import (
     EVERY_RULE,
     NOT_A_MESSAGE,
     ClientRequest,
-    ProxyError,
     Translated,
     is_message,
 )

@@ -32,6 +32,7 @@ from starlette.routing import Route
 from tapelog._errors import (
     InvalidSessionIdError,
     JsonValueError,
+    ProxyError,
     SessionLockedError,
     TapelogError,
 )
@@ -46,7 +47,7 @@ from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
-from tapelog.proxy._types import ClientRequest, Family, ProxyError
+from tapelog.proxy._types import ClientRequest, Family
 from tapelog.proxy._upstream import Upstream, upstream_headers
 from tapelog.store import SessionStore, validate_session_id
 

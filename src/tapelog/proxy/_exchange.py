@@ -29,10 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tapelog._errors import ProxyError
 from tapelog.llm import BodyCache, LlmRequest, WireFormat, assemble_message
 from tapelog.log import EpochHeader, Event, FrozenDict, History
 from tapelog.proxy._sessions import SessionState
-from tapelog.proxy._types import ProxyError
 from tapelog.request import build_request
 
 __all__ = ["Exchange", "Plan", "plan_messages", "unanswered_calls"]

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from tapelog._errors import EventError, HeaderError, JsonValueError
+from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.llm import OpenAIWire
 from tapelog.log import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
@@ -35,7 +35,6 @@ from tapelog.proxy._types import (
     EVERY_RULE,
     NOT_A_MESSAGE,
     ClientRequest,
-    ProxyError,
     Translated,
     is_message,
 )

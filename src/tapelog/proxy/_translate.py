@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
 
-from tapelog._errors import EventError, HeaderError, JsonValueError
+from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.llm import AnthropicWire, OpenAIWire, wire_for
 from tapelog.log import (
     EpochHeader,
@@ -59,7 +59,6 @@ from tapelog.proxy._types import (
     NOT_A_MESSAGE,
     ClientRequest,
     Family,
-    ProxyError,
     Translated,
     is_message,
 )

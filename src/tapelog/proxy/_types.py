@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from tapelog._errors import TapelogError
 from tapelog.log import FrozenDict
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "NOT_A_MESSAGE",
     "ClientRequest",
     "Family",
-    "ProxyError",
     "Translated",
     "is_message",
 ]
@@ -38,17 +36,6 @@ ALL_RULES: Final = ("never", "present", "tool_turns", "present_and_tool_turns")
 
 EVERY_RULE: Final = frozenset(ALL_RULES)
 """The rules of a message that any of them reproduces (one shared object)."""
-
-
-class ProxyError(TapelogError):
-    """A request the proxy answers itself, with ``status`` and this message in
-    the client API's error shape (never forwarded, nothing logged for it unless
-    it says so)."""
-
-    def __init__(self, message: str, *, status: int = 400, kind: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
