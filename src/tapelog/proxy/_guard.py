@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from tapelog._errors import ProxyError
 from tapelog._loopback import is_loopback_host_header
 from tapelog.log import encode_trusted
-from tapelog.proxy._types import ProxyError
 
 __all__ = ["MAX_BODY_DEPTH", "RequestGuard", "nested_too_deeply"]
 
