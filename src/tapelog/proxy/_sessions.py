@@ -158,7 +158,9 @@ class Sessions:
         return SessionState(
             session=session,
             writer=writer,
-            checker=RequestChecker(session) if self.check else None,
+            # Carry, never reshape: a client's unpaired tool calls are the
+            # provider's to refuse, not the proxy's.
+            checker=RequestChecker(session, tool_pairs=False) if self.check else None,
         )
 
     def _reopen(self, session_id: str) -> SessionState:
