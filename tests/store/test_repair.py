@@ -332,3 +332,20 @@ def _jsonl(session: Session) -> bytes:
     """The session's JSONL file, as a store writes it (no digests)."""
     header = b'{"format_version":0,"id":"' + session.id.encode() + b'","created":1}\n'
     return header + b"".join(e.encode() + b"\n" for e in session.events)
+
+
+def test_a_writer_that_hands_tool_calls_to_its_client_leaves_them_to_it() -> None:
+    """The proxy: the client runs the calls, and its next request brings the results."""
+    session = Session("proxy-like")
+    _asked_two_calls(session, logged=0)
+    appended = repair_interrupted(session, run_tools=False)
+    assert [e.type for e in appended] == ["step/end", "turn/end"]
+
+
+def test_a_log_that_ends_handing_tool_calls_to_the_client_verifies() -> None:
+    session = Session("handed-off")
+    _asked_two_calls(session, logged=0)
+    session.append("step/end", {"turn": 0, "step": 0})
+    session.append("turn/end", {"turn": 0, "reason": {"kind": "tool_calls"}})
+    report = verify_jsonl(_jsonl(session), expected_id=session.id)
+    assert report.ok, [str(p) for p in report.problems]

@@ -113,8 +113,13 @@ class RepairPlan:
     is logged at all, since a request is built only from a logged header."""
 
 
-def plan_repair(session: Session) -> RepairPlan:
-    """The events an interrupted turn needs to be closed (see the module docstring)."""
+def plan_repair(session: Session, *, run_tools: bool = True) -> RepairPlan:
+    """The events an interrupted turn needs to be closed (see the module docstring).
+
+    ``run_tools=False`` is for a writer that hands tool calls to its client
+    instead of running them (the proxy): the client's next request brings their
+    results, so only logged ``tool/call`` events are answered (it logs none).
+    """
     events = session.events
     turn = open_turn_at(events, len(events) - 1) if events else None
     if turn is None:
@@ -130,18 +135,17 @@ def plan_repair(session: Session) -> RepairPlan:
     if step is None:
         return RepairPlan(turn=turn, step=None, calls=(), sent=True)
     ledger = ToolLedger().observe_all(events[step.seq + 1 :])
-    return RepairPlan(
-        turn=turn, step=step, calls=tuple(ledger.open_calls()), sent=session.header is not None
-    )
+    calls = tuple(c for c in ledger.open_calls() if run_tools or c.call is not None)
+    return RepairPlan(turn=turn, step=step, calls=calls, sent=session.header is not None)
 
 
-def repair_interrupted(session: Session) -> list[Event]:
+def repair_interrupted(session: Session, *, run_tools: bool = True) -> list[Event]:
     """Append the events that close an interrupted turn (and compaction); return
-    them ([] if nothing was open)."""
+    them ([] if nothing was open). ``run_tools`` as for :func:`plan_repair`."""
     if not len(session):
         return []
     appended = _close_compaction(session)
-    plan = plan_repair(session)
+    plan = plan_repair(session, run_tools=run_tools)
     if plan.turn is None:
         return appended
     if plan.step is not None:

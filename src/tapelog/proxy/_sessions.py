@@ -168,7 +168,8 @@ class Sessions:
         by logged repair events first (blocking I/O)."""
         session, writer = self.store.open(session_id)
         try:
-            if repair_interrupted(session):
+            # The client runs the tool calls: its next request brings their results.
+            if repair_interrupted(session, run_tools=False):
                 writer.flush()
             return self._state(session, writer)
         except BaseException:

@@ -344,7 +344,16 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
 
 def _left_unanswered(session: Session, asked: list[OpenCall]) -> list[Problem]:
     """The log ends with tool calls of an assistant message that have no result:
-    the next request would be refused, unless repair on resume answers them."""
+    the next request would be refused, unless repair on resume answers them, or
+    the turn handed them to a client whose next request brings their results
+    (the proxy's ``turn/end {"kind": "tool_calls"}``)."""
+    last_end = next((e for e in reversed(session.events) if e.type == "turn/end"), None)
+    if (
+        last_end is not None
+        and last_end.data["reason"]["kind"] == "tool_calls"
+        and all((call.asked_at or 0) < last_end.seq for call in asked)
+    ):
+        return []
     closing = {call.call_id for call in plan_repair(session).calls}
     left = [call for call in asked if call.call_id not in closing]
     if not left:
