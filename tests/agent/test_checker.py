@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from tapelog.emulator import Emulator
 from tapelog.llm import LlmRequest, OpenAIWire
 from tapelog.log import freeze
 
-from ._harness import agent_on
+from ._harness import add, agent_on
 
 
 async def _logged_session() -> tuple[list, LlmRequest]:
@@ -168,3 +169,30 @@ async def test_unchecked_the_same_request_is_the_providers_400() -> None:
         result = await again.run("two")
     assert result.reason["error"]["status"] == 400
     assert "must be followed by tool messages" in result.reason["error"]["message"]
+
+
+async def test_the_pairing_check_scans_only_what_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's check costs what is new: the rule is not re-run over the whole history."""
+    import tapelog.checker._checker as checker_module
+
+    scanned: list[int] = []
+    rule = checker_module.unanswered_tool_calls
+
+    def counting(messages: Any) -> list[str]:
+        listed = list(messages)
+        scanned.append(len(listed))
+        return rule(listed)
+
+    monkeypatch.setattr(checker_module, "unanswered_tool_calls", counting)
+    calls = {"tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": 2}'}]}
+    emulator = Emulator(script=[calls, {"text": "3"}] * 6)
+    async with agent_on(emulator, tools=[add], check=True) as agent:
+        for n in range(6):
+            await agent.run(f"add, round {n}")
+    history = len(agent.session.derive_messages())
+    assert len(scanned) == 12
+    assert history == 24
+    # the first check sees the whole (short) history, later ones what was appended
+    assert max(scanned[1:]) <= 3, scanned
+    # ... and every message of the last request was scanned once (all but the final answer)
+    assert sum(scanned) == history - 1, scanned
