@@ -46,7 +46,13 @@ from tapelog.log._redact import (
     register_secret,
     secret_prefix_length,
 )
-from tapelog.log._repair import RepairPlan, answer_call, plan_repair, repair_interrupted
+from tapelog.log._repair import (
+    RepairPlan,
+    answer_call,
+    answer_open_calls,
+    plan_repair,
+    repair_interrupted,
+)
 from tapelog.log._session import (
     Session,
     SessionEvents,
@@ -80,6 +86,7 @@ __all__ = [
     "SessionInfo",
     "ToolLedger",
     "answer_call",
+    "answer_open_calls",
     "apply_header_delta",
     "canonical_header",
     "chunk_kind",

@@ -88,10 +88,6 @@ class ToolLedger:
         would hold without their results."""
         return [call for call in self._open.values() if call.asked_at is not None]
 
-    def forget(self, calls: Iterable[OpenCall]) -> None:
-        for call in calls:
-            self._open.pop(call.call_id, None)
-
     def clear(self) -> None:
         self._open.clear()
 

@@ -29,6 +29,7 @@ when its replacing message was already logged (the history did change), else
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,6 +42,7 @@ __all__ = [
     "NOT_RUN_TOOL_RESULT",
     "RepairPlan",
     "answer_call",
+    "answer_open_calls",
     "plan_repair",
     "repair_interrupted",
 ]
@@ -156,11 +158,21 @@ def repair_interrupted(session: Session, *, run_tools: bool = True) -> list[Even
     return appended
 
 
-def _close_step(
-    session: Session, start: Event, calls: tuple[OpenCall, ...], *, sent: bool
+def answer_open_calls(
+    session: Session,
+    start: Event,
+    calls: Iterable[OpenCall],
+    *,
+    kind: str,
+    content: Callable[[OpenCall], str],
 ) -> list[Event]:
-    """Log the calls a torn write lost, answer every open call, end the step."""
+    """Close the open tool calls of the step that ``start`` opened: first a
+    ``tool/call`` for each call only its ``assistant/message`` names (so every
+    result answers a logged call, as in every step the loop writes), then an
+    error result for each, in the model's order. Repair and the loop's early
+    step end (``tapelog.agent``) both close a step this way."""
     turn, step = start.data["turn"], start.data["step"]
+    calls = list(calls)
     appended: list[Event] = []
     logged: dict[str, Event] = {}
     for call in calls:
@@ -170,12 +182,21 @@ def _close_step(
             logged[call.call_id] = session.append("tool/call", data)
             appended.append(logged[call.call_id])
     for call in calls:
-        if call.call is not None:
-            answer = answer_call(session, call.call, INTERRUPTED_TOOL_RESULT, "interrupted")
-        else:
-            answer = answer_call(session, logged[call.call_id], NOT_RUN_TOOL_RESULT, "interrupted")
-        appended.append(answer)
-    end: dict[str, object] = {"turn": turn, "step": step}
+        event = call.call if call.call is not None else logged[call.call_id]
+        appended.append(answer_call(session, event, content(call), kind))
+    return appended
+
+
+def _repair_text(call: OpenCall) -> str:
+    return INTERRUPTED_TOOL_RESULT if call.call is not None else NOT_RUN_TOOL_RESULT
+
+
+def _close_step(
+    session: Session, start: Event, calls: tuple[OpenCall, ...], *, sent: bool
+) -> list[Event]:
+    """Log the calls a torn write lost, answer every open call, end the step."""
+    appended = answer_open_calls(session, start, calls, kind="interrupted", content=_repair_text)
+    end: dict[str, object] = {"turn": start.data["turn"], "step": start.data["step"]}
     if not sent:
         end["sent"] = False
         end["error"] = {
