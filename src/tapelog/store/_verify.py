@@ -18,6 +18,11 @@ wrote), ``verify`` also checks:
   or a compaction summary call): two turns run at once on one session
   interleave and break these (an event of a step logged while no step is open
   is left alone: hand-written logs do that, and no request depends on it);
+* that no tool call of an assistant message is left without its result at
+  the end of the log, unless resuming answers it (the open step a crash left,
+  which :func:`tapelog.log.plan_repair` closes: then a note says so) or the
+  turn handed it to a client (the proxy's ``tool_calls`` turn end): the next
+  request would be refused;
 * a fork's header: the event after its seed is the ``session/end-seed``;
 * that the log ends with a digest, when it has any: every write of a tapelog
   writer ends with one, so complete lines after the last digest mean the
