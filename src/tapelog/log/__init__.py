@@ -34,6 +34,7 @@ from tapelog.log._header import (
     fold_request_header,
     header_from_json,
 )
+from tapelog.log._pairing import OpenCall, ToolLedger, unanswered_tool_calls
 from tapelog.log._projection import derive_event_message, fold_messages
 from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import (
@@ -45,7 +46,13 @@ from tapelog.log._redact import (
     register_secret,
     secret_prefix_length,
 )
-from tapelog.log._repair import answer_call, repair_interrupted
+from tapelog.log._repair import (
+    RepairPlan,
+    answer_call,
+    answer_open_calls,
+    plan_repair,
+    repair_interrupted,
+)
 from tapelog.log._session import (
     Session,
     SessionEvents,
@@ -70,12 +77,16 @@ __all__ = [
     "JsonValue",
     "LlmCallConfig",
     "LogFold",
+    "OpenCall",
     "PackedChunk",
     "PackedEvent",
+    "RepairPlan",
     "Session",
     "SessionEvents",
     "SessionInfo",
+    "ToolLedger",
     "answer_call",
+    "answer_open_calls",
     "apply_header_delta",
     "canonical_header",
     "chunk_kind",
@@ -100,9 +111,11 @@ __all__ = [
     "new_session_id",
     "open_turn_at",
     "paused_gc",
+    "plan_repair",
     "redact",
     "register_secret",
     "repair_interrupted",
     "secret_prefix_length",
     "thaw",
+    "unanswered_tool_calls",
 ]

@@ -158,7 +158,9 @@ class Sessions:
         return SessionState(
             session=session,
             writer=writer,
-            checker=RequestChecker(session) if self.check else None,
+            # Carry, never reshape: a client's unpaired tool calls are the
+            # provider's to refuse, not the proxy's.
+            checker=RequestChecker(session, tool_pairs=False) if self.check else None,
         )
 
     def _reopen(self, session_id: str) -> SessionState:
@@ -166,7 +168,8 @@ class Sessions:
         by logged repair events first (blocking I/O)."""
         session, writer = self.store.open(session_id)
         try:
-            if repair_interrupted(session):
+            # The client runs the tool calls: its next request brings their results.
+            if repair_interrupted(session, run_tools=False):
                 writer.flush()
             return self._state(session, writer)
         except BaseException:
