@@ -28,6 +28,7 @@ from tapelog._errors import (
     SurfaceError,
     TapelogError,
     ToolError,
+    UndigestedEventsError,
 )
 from tapelog.agent import Agent, Hooks, tool
 from tapelog.audit import encode_request, rebuild_requests
@@ -93,6 +94,7 @@ __all__ = [
     "SurfaceError",
     "TapelogError",
     "ToolError",
+    "UndigestedEventsError",
     "__version__",
     "apply_header_delta",
     "canonical_header",

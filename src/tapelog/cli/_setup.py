@@ -20,6 +20,7 @@ import click
 import httpx
 
 from tapelog.agent import CompactionPolicy
+from tapelog.cli._terminal import terminal_text
 from tapelog.emulator import Emulator
 from tapelog.llm import (
     ProviderClient,
@@ -37,14 +38,17 @@ __all__ = ["ProviderSetup", "check_api_key", "open_session", "resolve_provider"]
 
 
 def open_session(
-    store: SessionStore, session_id: str | None
+    store: SessionStore, session_id: str | None, *, accept_undigested: bool = False
 ) -> tuple[Session, SessionWriter | None, bool]:
     """Resume ``session_id`` when it is stored (with its writer), else a new
-    in-memory session (writer ``None``: the caller stores it once ready)."""
+    in-memory session (writer ``None``: the caller stores it once ready).
+
+    A resume refuses events after the last digest unless ``accept_undigested``
+    (``SessionStore.open``); what it had to tolerate is printed, one line each."""
     if session_id is not None and store.exists(session_id):
-        session, writer = store.open(session_id)
+        session, writer = store.open(session_id, accept_undigested=accept_undigested)
         for warning in writer.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(f"warning: {terminal_text(warning)}", err=True)
         return session, writer, True
     if session_id is not None:
         validate_session_id(session_id)

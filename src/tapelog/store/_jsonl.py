@@ -94,6 +94,7 @@ def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
         warnings=warnings,
         digest=scan.last_digest,
         undigested=scan.after_digest,
+        torn=scan.good_size != len(data),
     )
     return loaded, scan.good_size
 
@@ -136,10 +137,11 @@ class JsonlWriter(SessionWriter):
             # Cut what a partial write left, so the file still ends on a whole line.
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
-            raise StoreError(
+            raise self._write_failed(
                 f"could not write {count_events(len(lines))} of session {self.session_id} to "
-                f"{self.path}: {exc.strerror or exc}; "
-                + self._unwritten(len(lines), os_error_advice(exc))
+                f"{self.path}: {exc.strerror or exc}",
+                len(lines),
+                os_error_advice(exc),
             ) from exc
         self._size += len(data)
 
@@ -258,7 +260,9 @@ class JsonlStore(SessionStore):
             temp.unlink()
         return fd
 
-    def open(self, session_id: str) -> tuple[Session, JsonlWriter]:
+    def open(
+        self, session_id: str, *, accept_undigested: bool = False
+    ) -> tuple[Session, JsonlWriter]:
         path = self.locate(session_id)
         lock = WriteLock.acquire(self._lock_path(session_id), session_id)
         try:
@@ -282,6 +286,7 @@ class JsonlStore(SessionStore):
         try:
             data = _read_fd(fd)
             loaded, good_size = self._read(session_id, path, data)
+            warnings, cover = loaded.resume_plan(accept_undigested=accept_undigested)
             if len(data) != good_size:
                 try:
                     os.ftruncate(fd, good_size)
@@ -304,13 +309,12 @@ class JsonlStore(SessionStore):
             fd=fd,
             size=good_size,
             lock=lock,
-            warnings=loaded.warnings,
+            warnings=warnings,
             stored=data[:good_size],
         )
-        if len(data) != good_size and loaded.digest is not None and loaded.undigested:
-            # The complete lines before the dropped torn one belong to the same
-            # cut write, whose digest never made it: cover them now, so that the
-            # log ends with a digest as every complete write does.
+        if cover:
+            # Whole events the caller accepted after the last digest: cover them
+            # now, so that the log ends with a digest as every tapelog write does.
             try:
                 writer.checkpoint()
             except BaseException:

@@ -35,7 +35,7 @@ import os
 import re
 import socket
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from tapelog._errors import (
@@ -137,8 +137,11 @@ class PostgresWriter(SessionWriter):
 
     def _write(self, lines: builtins.list[bytes]) -> None:
         action = f"write {count_events(len(lines))} of session {self.session_id}"
-        advice = self._unwritten(len(lines), "Fix the cause")
-        with self._store._errors(action + " to", advice=advice):
+
+        def failed(head: str) -> StoreError:
+            return self._write_failed(head, len(lines), "Fix the cause")
+
+        with self._store._errors(action + " to", advice="", failed=failed):
             self._store._insert_events(self._conn, self.session_id, self._next_seq, lines)
         self._next_seq += len(lines)
 
@@ -215,8 +218,15 @@ class PostgresStore(SessionStore):
             return psycopg.connect(self.conninfo, autocommit=True, **options)
 
     @contextlib.contextmanager
-    def _errors(self, action: str, *, advice: str) -> Iterator[None]:
-        """Turn database errors into whole-sentence :class:`StoreError`s."""
+    def _errors(
+        self,
+        action: str,
+        *,
+        advice: str,
+        failed: Callable[[str], StoreError] | None = None,
+    ) -> Iterator[None]:
+        """Turn database errors into whole-sentence :class:`StoreError`s (``failed``
+        builds one from "could not ...: reason" instead, for a writer's write)."""
         import psycopg
 
         try:
@@ -231,9 +241,8 @@ class PostgresStore(SessionStore):
         except psycopg.Error as exc:
             # (a secret of one to three characters would garble the server's words)
             reason = _hide_secrets(_first_line(exc), self._secrets, shortest=4)
-            raise StoreError(
-                f"could not {action} the store {self._where}: {reason}; {advice}"
-            ) from exc
+            head = f"could not {action} the store {self._where}: {reason}"
+            raise (StoreError(f"{head}; {advice}") if failed is None else failed(head)) from exc
 
     def _hang_up(self, conn: Connection[Any]) -> None:
         """Release this connection's write locks now (not when the server notices), close."""
@@ -346,7 +355,9 @@ class PostgresStore(SessionStore):
         stored = b"".join(line + b"\n" for line in [header_line(info), *lines])
         return PostgresWriter(session, store=self, conn=conn, stored=stored)
 
-    def open(self, session_id: str) -> tuple[Session, PostgresWriter]:
+    def open(
+        self, session_id: str, *, accept_undigested: bool = False
+    ) -> tuple[Session, PostgresWriter]:
         validate_session_id(session_id)
         with self._writer_connection(
             f"open session {session_id} in", advice="check the server"
@@ -355,9 +366,16 @@ class PostgresStore(SessionStore):
                 raise self._not_found(session_id)
             self._lock(conn, session_id)
             loaded, stored = self._read(conn, session_id)
+            warnings, cover = loaded.resume_plan(accept_undigested=accept_undigested)
         writer = PostgresWriter(
-            loaded.session, store=self, conn=conn, warnings=loaded.warnings, stored=stored
+            loaded.session, store=self, conn=conn, warnings=warnings, stored=stored
         )
+        if cover:  # rows the caller accepted after the last digest: cover them now
+            try:
+                writer.checkpoint()
+            except BaseException:
+                writer.close()
+                raise
         return loaded.session, writer
 
     def _exists_error(self, session_id: str) -> SessionExistsError:
