@@ -268,3 +268,69 @@ def test_run_on_a_full_disk_says_the_unwritten_events_are_lost(
     assert f"events of session d to {path}: No space left on device" in line
     assert "and the writer is closing, so they are lost" in line
     assert "flush again" not in line
+
+
+def _fsync_fails_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Fail the first ``fsync`` of a writer's flush with EIO (a flaky disk), as
+    ``os.fsync`` itself fails; the list it returns holds the failed fd."""
+    fsync, write = os.fsync, jsonl_module.JsonlWriter._write
+    failed: list[int] = []
+    flushing: list[bool] = []
+
+    def flaky(fd: int) -> None:
+        if flushing and not failed:
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        fsync(fd)
+
+    def writing(self: jsonl_module.JsonlWriter, lines: list[bytes]) -> None:
+        flushing.append(True)
+        write(self, lines)
+
+    monkeypatch.setattr(os, "fsync", flaky)
+    monkeypatch.setattr(jsonl_module.JsonlWriter, "_write", writing)
+    return failed
+
+
+def test_a_failed_flush_that_a_later_flush_stored_says_so_when_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JsonlStore(tmp_path)
+    session = Session("eio")
+    writer = store.create(session)
+    failed = _fsync_fails_once(monkeypatch)
+    _turn(session, 1)
+    with pytest.raises(StoreError) as info:
+        writer.flush()
+    assert failed
+    path = store.path("eio")
+    assert str(info.value).startswith(
+        f"could not write 4 events of session eio to {path}: Input/output error; none of "
+        "the 4 events was stored; the stored session still ends before its first event"
+    )
+    writer.close()  # the closing flush stores them
+    assert str(info.value) == (
+        f"could not write 4 events of session eio to {path}: Input/output error; a later "
+        "flush stored them after all: the stored session ends after seq 4, nothing is missing"
+    )
+    assert verify_jsonl(path.read_bytes(), expected_id="eio").ok
+
+
+def test_run_after_an_fsync_error_reports_what_is_stored_at_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = _fsync_fails_once(monkeypatch)
+    ran = CliRunner().invoke(
+        cli,
+        ["run", "hello", "--session", "eio", "--tools", "none", "--store", str(tmp_path)],
+        obj={"debug": False},
+    )
+    assert failed
+    assert ran.exit_code == 2, ran.output
+    (line,) = [x for x in ran.stderr.splitlines() if x.startswith("error: ")]
+    assert "Input/output error" in line
+    assert "none of the" not in line
+    assert "a later flush stored them after all" in line
+    store = JsonlStore(tmp_path)
+    assert verify_jsonl(store.path("eio").read_bytes(), expected_id="eio").ok
+    assert store.load("eio").undigested == 0
