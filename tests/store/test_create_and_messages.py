@@ -167,14 +167,16 @@ def test_an_empty_file_an_older_tapelog_left_is_a_session_never_started(tmp_path
 # --- messages (item 17) --------------------------------------------------------------
 
 
-def test_the_loser_of_a_create_race_is_told_another_writer_created_it(
+def test_a_session_created_just_before_the_lock_was_taken_is_reported_as_existing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = JsonlStore(tmp_path)
     acquire = lock_module.WriteLock.acquire
 
     def winner_first(path: Path, session_id: str) -> lock_module.WriteLock:
-        # another process creates the same id between this one's check and its lock
+        # another process creates (and closes) the same id just before this one locks;
+        # create looks for the session under the lock, so it sees it (while the other
+        # holds the lock it is refused by it: tests/store/test_create_race.py)
         monkeypatch.setattr(lock_module.WriteLock, "acquire", acquire)
         with JsonlStore(tmp_path).create(Session(session_id)):
             pass
@@ -184,10 +186,10 @@ def test_the_loser_of_a_create_race_is_told_another_writer_created_it(
     with pytest.raises(SessionExistsError) as info:
         store.create(Session("race"))
     assert str(info.value) == (
-        f"session race was stored at {store.path('race')} by another writer while this one "
-        "was creating it (two processes created the same id at once); open it to append, "
+        f"session race already exists in the store at {tmp_path}; open it to append, "
         "or choose another id"
     )
+    assert verify_jsonl(store.path("race").read_bytes(), expected_id="race").ok
 
 
 def _disk_full(monkeypatch: pytest.MonkeyPatch, *, after: int) -> None:

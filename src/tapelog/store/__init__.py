@@ -1,6 +1,6 @@
 """Session stores: where logs live between processes.
 
-``SessionStore`` is the backend contract (``create``, ``open``, ``load``,
+``SessionStore`` is the backend contract (``create``, ``reserve``, ``open``, ``load``,
 ``session_bytes``, ``exists``, ``list``); ``JsonlStore`` is the embedded
 default, one JSONL file per session, and ``PostgresStore`` keeps sessions in a
 database many machines share. The conformance suite in ``tests/store/conformance.py`` holds
@@ -10,6 +10,7 @@ every backend to the same behaviour.
 from tapelog.store._base import (
     Digest,
     LoadedSession,
+    Reservation,
     SessionStore,
     SessionSummary,
     SessionWriter,
@@ -30,6 +31,7 @@ __all__ = [
     "LogStats",
     "PostgresStore",
     "Problem",
+    "Reservation",
     "SessionStore",
     "SessionSummary",
     "SessionWriter",

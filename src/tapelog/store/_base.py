@@ -34,6 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from tapelog._errors import StoreError, UndigestedEventsError
 from tapelog.log import Event, Session
@@ -41,6 +42,7 @@ from tapelog.log import Event, Session
 __all__ = [
     "Digest",
     "LoadedSession",
+    "Reservation",
     "SessionStore",
     "SessionSummary",
     "SessionWriter",
@@ -393,17 +395,79 @@ def os_error_advice(exc: OSError) -> str:
     return "Fix the cause"
 
 
+class Reservation:
+    """The write lock of a session id that is not stored yet, held for ``create``.
+
+    A command that resumes or creates a session decides which before a slow
+    set-up (a provider, MCP servers) and creates only after it. Holding the
+    lock across that gap means a second process on the same new id is told the
+    truth, that another process (pid N) is writing the session, instead of
+    finding it created meanwhile ("already exists, choose another id").
+    Pass it to :meth:`SessionStore.create`, which takes the lock over; release
+    it (or leave the ``with`` block) if the session is not created after all.
+    """
+
+    def __init__(
+        self, session_id: str, owner: SessionStore, handle: Any, release: Callable[[], None]
+    ) -> None:
+        self.session_id = session_id
+        self._owner = owner
+        self._handle = handle  # what the store locked with (a lock file, a connection)
+        self._release: Callable[[], None] | None = release
+
+    @property
+    def held(self) -> bool:
+        return self._release is not None
+
+    def take(self, store: SessionStore, session_id: str) -> Any:
+        """Hand the lock over to ``store.create`` (called by the store): its handle."""
+        if store is not self._owner or session_id != self.session_id:
+            raise StoreError(
+                f"the reservation of session {self.session_id} does not hold session "
+                f"{session_id} in this store; reserve that id in the store that creates it"
+            )
+        if self._release is None:
+            raise StoreError(
+                f"the reservation of session {self.session_id} was released or used; "
+                "reserve the id again"
+            )
+        self._release = None
+        return self._handle
+
+    def release(self) -> None:
+        """Release the lock unless ``create`` took it (idempotent)."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class SessionStore(ABC):
     """A place sessions are kept. See the module docstring for the rules."""
 
     @abstractmethod
-    def create(self, session: Session) -> SessionWriter:
+    def create(self, session: Session, *, reservation: Reservation | None = None) -> SessionWriter:
         """Store a new session and return its writer.
 
         Writes the session's identity and every event it already has (a fork's
-        seed) durably before returning. Raises :class:`SessionExistsError` if
-        the id is taken and :class:`SessionLockedError` if another writer holds
-        it.
+        seed) durably before returning. Takes the write lock first (or over
+        from ``reservation``, see :meth:`reserve`), then raises
+        :class:`SessionExistsError` if the id is taken; raises
+        :class:`SessionLockedError` if another writer holds it.
+        """
+
+    @abstractmethod
+    def reserve(self, session_id: str) -> Reservation | None:
+        """Take the write lock of ``session_id`` for a later :meth:`create`;
+        ``None`` (nothing held) when the session is stored, to :meth:`open` it.
+
+        Raises :class:`SessionLockedError`, naming the holder, when another
+        writer holds the id, stored or not.
         """
 
     @abstractmethod

@@ -48,6 +48,7 @@ from tapelog._errors import (
 from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo, redact, register_secret
 from tapelog.store._base import (
     LoadedSession,
+    Reservation,
     SessionStore,
     SessionSummary,
     SessionWriter,
@@ -318,9 +319,13 @@ class PostgresStore(SessionStore):
                     copy.write_row((session_id, seq, line))
 
     @contextlib.contextmanager
-    def _writer_connection(self, action: str, *, advice: str) -> Iterator[Connection[Any]]:
-        """A connection for a new writer, hung up (and unlocked) if taking the session fails."""
-        conn = self._connect(writer=True)
+    def _writer_connection(
+        self, action: str, *, advice: str, conn: Connection[Any] | None = None
+    ) -> Iterator[Connection[Any]]:
+        """A connection for a new writer (``conn``: one a reservation holds), hung up
+        (and unlocked) if taking the session fails."""
+        if conn is None:
+            conn = self._connect(writer=True)
         try:
             with self._errors(action, advice=advice):
                 yield conn
@@ -328,18 +333,34 @@ class PostgresStore(SessionStore):
             self._hang_up(conn)
             raise
 
-    def create(self, session: Session) -> PostgresWriter:
+    def reserve(self, session_id: str) -> Reservation | None:
+        validate_session_id(session_id)
+        with self._writer_connection(
+            f"reserve session {session_id} in", advice="nothing was stored"
+        ) as conn:
+            self._lock(conn, session_id)
+            stored = self._exists(conn, session_id)
+        if stored:
+            self._hang_up(conn)
+            return None
+        return Reservation(session_id, self, conn, lambda: self._hang_up(conn))
+
+    def create(self, session: Session, *, reservation: Reservation | None = None) -> PostgresWriter:
         import psycopg
 
         info = session.info
         validate_session_id(info.id)
+        held = reservation.take(self, info.id) if reservation is not None else None
         with self._writer_connection(
-            f"store session {info.id} in", advice="nothing was stored"
+            f"store session {info.id} in", advice="nothing was stored", conn=held
         ) as conn:
+            if held is None:
+                # the lock first: a second process creating the same id at once is
+                # told who holds it, not that the session appeared meanwhile
+                self._lock(conn, info.id)
             self._ensure_schema(conn)
             if self._exists(conn, info.id):
                 raise self._exists_error(info.id)
-            self._lock(conn, info.id)
             lines = [event.encode() for event in session.events]
             try:
                 with conn.transaction():
