@@ -176,6 +176,7 @@ class PostgresStore(SessionStore):
             )
         import psycopg
 
+        _refuse_split_userinfo(conninfo)
         # Every secret the string holds, as written and decoded, is registered
         # (tapelog.log.register_secret), so no error, log or output shows it.
         self._secrets = _written_secrets(conninfo)
@@ -556,6 +557,29 @@ def _locked_message(session_id: str, holder: tuple[Any, ...] | None) -> str:
             "close that writer before opening the session again"
         )
     return f"{prefix} another process (pid {pid} on {host}); {wait}"
+
+
+def _refuse_split_userinfo(conninfo: str) -> None:
+    """Refuse a URI whose ``user:password@`` holds an unencoded ``/`` or ``@``.
+
+    libpq ends the authority at the first ``/`` and the user part at the first
+    ``@``, so such a password is cut in two: one piece becomes a host, port or
+    database name that libpq and tapelog's errors then print, and no
+    redaction can know the pieces. The message names no part of the URL.
+    """
+    scheme, sep, rest = conninfo.partition("://")
+    if not sep or scheme.lower() not in ("postgresql", "postgres"):
+        return
+    authority = rest.split("?", 1)[0].split("#", 1)[0]
+    if "@" not in authority:
+        return
+    userinfo = authority.rsplit("@", 1)[0]
+    if "/" in userinfo or "@" in userinfo:
+        raise StoreError(
+            "the PostgreSQL URL's user or password holds an unencoded '/' or '@', so libpq "
+            "would read part of it as the host or the database; percent-encode them ('/' as "
+            "%2F, '@' as %40), or keep the password in PGPASSWORD or ~/.pgpass"
+        )
 
 
 def _written_secrets(conninfo: str) -> set[str]:
