@@ -23,7 +23,7 @@ wrote), ``verify`` also checks:
   writer ends with one, so complete lines after the last digest mean the
   digest was removed or lines were added, whether a torn final line follows
   them or not (a forger can tear a line as easily as a crash); a log with no
-  digest of its own gets a warning;
+  digest of its own is judged as before digests (``digest`` is ``None``);
 * the requests, walked as every audit walks them.
 """
 
@@ -155,13 +155,6 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         problems.append(_undigested(last, scan.after_digest, torn=scan.good_size != len(data)))
     problems.sort(key=lambda p: p.line)
     notes: list[str] = []
-    if last is None and scan.after_digest:
-        own = _count(scan.after_digest, "event")
-        scan.warnings.append(
-            f"no event of the session's own ({own}) is covered by a digest: the log was "
-            "written by another program, by hand, or by a tapelog older than digests, so "
-            "nothing in it shows whether it was changed"
-        )
     if session is not None and len(session):
         turn = open_turn_at(session.events, len(session) - 1)
         if turn is not None:
