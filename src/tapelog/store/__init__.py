@@ -10,7 +10,6 @@ every backend to the same behaviour.
 from tapelog.store._base import (
     Digest,
     LoadedSession,
-    Reservation,
     SessionStore,
     SessionSummary,
     SessionWriter,
@@ -19,6 +18,7 @@ from tapelog.store._format import JsonlScan, Problem, header_line, replay_events
 from tapelog.store._ids import MAX_SESSION_ID_LENGTH, validate_session_id
 from tapelog.store._jsonl import JsonlStore, JsonlWriter, read_session_bytes, read_session_file
 from tapelog.store._postgres import PostgresStore
+from tapelog.store._reserve import Reservation
 from tapelog.store._verify import LogStats, VerifyReport, verify_jsonl
 
 __all__ = [

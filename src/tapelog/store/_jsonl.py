@@ -40,7 +40,6 @@ from tapelog._errors import (
 from tapelog.log import Session, paused_gc
 from tapelog.store._base import (
     LoadedSession,
-    Reservation,
     SessionStore,
     SessionSummary,
     SessionWriter,
@@ -56,6 +55,7 @@ from tapelog.store._format import (
 )
 from tapelog.store._ids import validate_session_id
 from tapelog.store._lock import WriteLock, make_private_dirs
+from tapelog.store._reserve import Reservation
 
 __all__ = ["JsonlStore", "JsonlWriter", "read_session_bytes", "read_session_file"]
 

@@ -34,7 +34,6 @@ import hashlib
 import os
 import re
 import socket
-import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,10 +44,9 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo, redact, register_secret
+from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo, register_secret
 from tapelog.store._base import (
     LoadedSession,
-    Reservation,
     SessionStore,
     SessionSummary,
     SessionWriter,
@@ -57,6 +55,13 @@ from tapelog.store._base import (
 from tapelog.store._format import header_line, summarise_session
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._pg_secrets import (
+    SECRET_PARAMS,
+    hide_secrets,
+    refuse_split_userinfo,
+    written_secrets,
+)
+from tapelog.store._reserve import Reservation
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -66,13 +71,6 @@ __all__ = ["PostgresStore", "PostgresWriter"]
 
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _APP_NAME: Final = re.compile(r"tapelog pid (\d+) on (.*)")
-_SECRET_PARAMS: Final = ("password", "sslpassword", "oauth_client_secret")
-"""libpq parameters whose values are secrets (``passfile``, ``sslkey`` and the
-other ``ssl*`` files are paths, shown like any other parameter)."""
-_SECRET_PARAM: Final = re.compile(
-    r"(?:^|[?&\s])(?:" + "|".join(_SECRET_PARAMS) + r")\s*=\s*('[^']*'|[^&\s]*)"
-)
-
 _DDL: Final = """
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.sessions (
@@ -176,10 +174,10 @@ class PostgresStore(SessionStore):
             )
         import psycopg
 
-        _refuse_split_userinfo(conninfo)
+        refuse_split_userinfo(conninfo)
         # Every secret the string holds, as written and decoded, is registered
         # (tapelog.log.register_secret), so no error, log or output shows it.
-        self._secrets = _written_secrets(conninfo)
+        self._secrets = written_secrets(conninfo)
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
@@ -187,12 +185,12 @@ class PostgresStore(SessionStore):
             # a bad percent-escape), and with it any password it holds.
             for secret in self._secrets:
                 register_secret(secret)
-            reason = _hide_secrets(_first_line(exc), self._secrets)
+            reason = hide_secrets(_first_line(exc), self._secrets)
             raise StoreError(
                 f"invalid PostgreSQL connection string: {reason}; use "
                 "'host=HOST dbname=NAME user=USER' or 'postgresql://USER@HOST/NAME'"
             ) from None
-        for name in _SECRET_PARAMS:
+        for name in SECRET_PARAMS:
             value = params.pop(name, None)
             if value:
                 self._secrets.add(str(value))
@@ -242,7 +240,7 @@ class PostgresStore(SessionStore):
             ) from exc
         except psycopg.Error as exc:
             # (a secret of one to three characters would garble the server's words)
-            reason = _hide_secrets(_first_line(exc), self._secrets, shortest=4)
+            reason = hide_secrets(_first_line(exc), self._secrets, shortest=4)
             head = f"could not {action} the store {self._where}: {reason}"
             raise (StoreError(f"{head}; {advice}") if failed is None else failed(head)) from exc
 
@@ -557,52 +555,6 @@ def _locked_message(session_id: str, holder: tuple[Any, ...] | None) -> str:
             "close that writer before opening the session again"
         )
     return f"{prefix} another process (pid {pid} on {host}); {wait}"
-
-
-def _refuse_split_userinfo(conninfo: str) -> None:
-    """Refuse a URI whose ``user:password@`` holds an unencoded ``/`` or ``@``.
-
-    libpq ends the authority at the first ``/`` and the user part at the first
-    ``@``, so such a password is cut in two: one piece becomes a host, port or
-    database name that libpq and tapelog's errors then print, and no
-    redaction can know the pieces. The message names no part of the URL.
-    """
-    scheme, sep, rest = conninfo.partition("://")
-    if not sep or scheme.lower() not in ("postgresql", "postgres"):
-        return
-    authority = rest.split("?", 1)[0].split("#", 1)[0]
-    if "@" not in authority:
-        return
-    userinfo = authority.rsplit("@", 1)[0]
-    if "/" in userinfo or "@" in userinfo:
-        raise StoreError(
-            "the PostgreSQL URL's user or password holds an unencoded '/' or '@', so libpq "
-            "would read part of it as the host or the database; percent-encode them ('/' as "
-            "%2F, '@' as %40), or keep the password in PGPASSWORD or ~/.pgpass"
-        )
-
-
-def _written_secrets(conninfo: str) -> set[str]:
-    """Every secret ``conninfo`` may hold, found by hand (the string may be one
-    libpq cannot parse): a URI's ``user:password@`` and any ``password=``,
-    ``sslpassword=`` or ``oauth_client_secret=`` parameter (URI query or
-    keyword form), each as written and percent-decoded."""
-    found: set[str] = set()
-    _, sep, rest = conninfo.partition("://")
-    if sep and "@" in (authority := rest.split("?", 1)[0]):
-        found.add(authority.rsplit("@", 1)[0].partition(":")[2])
-    found.update(m.group(1).strip("'") for m in _SECRET_PARAM.finditer(conninfo))
-    found |= {urllib.parse.unquote(p) for p in found}
-    return found - {""}
-
-
-def _hide_secrets(text: str, secrets: set[str], *, shortest: int = 1) -> str:
-    """``text`` with each of ``secrets`` at least ``shortest`` characters long (and
-    any registered secret, in any of its forms) replaced by ``***``."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= shortest:
-            text = text.replace(secret, "***")
-    return redact(text)
 
 
 def _first_line(exc: BaseException) -> str:
