@@ -172,3 +172,18 @@ def test_a_log_without_digests_is_noted_not_refused(tmp_path: Path) -> None:
     _session, writer = store.open("s1")
     assert any("the log has no digest of its own" in w for w in writer.warnings)
     writer.close()
+
+
+def test_chat_refuses_the_same_tail_and_takes_the_same_flag(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    _forge(_stored(store), torn=False)
+    base = ["chat", "--session", "s1", "--store", str(tmp_path), "--provider", "emulator"]
+    refused = CliRunner().invoke(cli, base, input="", obj={"debug": False})
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.startswith("error: session s1 was not resumed: 1 event (seq 8)")
+    accepted = CliRunner().invoke(
+        cli, [*base, "--accept-undigested"], input="", obj={"debug": False}
+    )
+    assert accepted.exit_code == 0, accepted.output
+    assert "warning: session s1: accepted 1 event (seq 8)" in accepted.stderr
+    assert store.load("s1").undigested == 0
