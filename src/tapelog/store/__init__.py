@@ -1,6 +1,6 @@
 """Session stores: where logs live between processes.
 
-``SessionStore`` is the backend contract (``create``, ``open``, ``load``,
+``SessionStore`` is the backend contract (``create``, ``reserve``, ``open``, ``load``,
 ``session_bytes``, ``exists``, ``list``); ``JsonlStore`` is the embedded
 default, one JSONL file per session, and ``PostgresStore`` keeps sessions in a
 database many machines share. The conformance suite in ``tests/store/conformance.py`` holds
@@ -18,6 +18,7 @@ from tapelog.store._format import JsonlScan, Problem, header_line, replay_events
 from tapelog.store._ids import MAX_SESSION_ID_LENGTH, validate_session_id
 from tapelog.store._jsonl import JsonlStore, JsonlWriter, read_session_bytes, read_session_file
 from tapelog.store._postgres import PostgresStore
+from tapelog.store._reserve import Reservation
 from tapelog.store._verify import LogStats, VerifyReport, verify_jsonl
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "LogStats",
     "PostgresStore",
     "Problem",
+    "Reservation",
     "SessionStore",
     "SessionSummary",
     "SessionWriter",

@@ -26,8 +26,9 @@ wrote), ``verify`` also checks:
 * a fork's header: the event after its seed is the ``session/end-seed``;
 * that the log ends with a digest, when it has any: every write of a tapelog
   writer ends with one, so complete lines after the last digest mean the
-  digest was removed or lines were added (unless a crash cut the last write,
-  which leaves a torn final line);
+  digest was removed or lines were added, whether a torn final line follows
+  them or not (a forger can tear a line as easily as a crash); a log with no
+  digest of its own is judged as before digests (``digest`` is ``None``);
 * the requests, walked as every audit walks them.
 """
 
@@ -162,24 +163,8 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         if problem is not None:
             problems.append(problem)
     digest, last = scan.last_digest, scan.last_digest_line
-    if last is not None and scan.after_digest and scan.good_size == len(data):
-        line = last + 1
-        count = scan.after_digest
-        problems.append(
-            Problem(
-                line=line,
-                seq=line - 2,
-                error=CorruptLogError(
-                    f"line {line}: {_count(count, 'event')} from this line to the end "
-                    f"{'comes' if count == 1 else 'come'} after the last digest (line {last}), "
-                    "but every write of a tapelog writer ends with a digest: the digest that "
-                    f"closed {'it' if count == 1 else 'them'} was removed, or lines were added "
-                    "by another program (if a crash cut a write exactly at a line end, "
-                    "resuming the session covers them with a new digest)",
-                    line=line,
-                ),
-            )
-        )
+    if last is not None and scan.after_digest:
+        problems.append(_undigested(last, scan.after_digest, torn=scan.good_size != len(data)))
     problems.sort(key=lambda p: p.line)
     notes: list[str] = []
     if session is not None and len(session):
@@ -219,6 +204,32 @@ def _open_turn_notes(session: Session) -> list[str]:
             'ends the step with "sent": false'
         )
     return notes
+
+
+def _undigested(last: int, count: int, *, torn: bool) -> Problem:
+    """Whole events after the last digest: an error, torn final line or not.
+
+    A flush writes its events and their digest in one write, so whole lines
+    after the last digest are what a forged tail looks like; a crash that cut
+    a long write may leave them too, but only the user can tell the two apart,
+    so ``verify`` fails and resuming asks for ``--accept-undigested``.
+    """
+    line = last + 1
+    it = "it" if count == 1 else "them"
+    then = " (followed by a torn final line)" if torn else ""
+    return Problem(
+        line=line,
+        seq=line - 2,
+        error=CorruptLogError(
+            f"line {line}: {_count(count, 'event')} from this line on{then} "
+            f"{'comes' if count == 1 else 'come'} after the last digest (line {last}), but "
+            "every write of a tapelog writer ends with a digest: the digest that closed "
+            f"{it} was removed, or lines were added by another program (or, rarely, a crash "
+            f"cut a long write); look at {it}, then resume the session with "
+            f"--accept-undigested to keep {it} under a new digest",
+            line=line,
+        ),
+    )
 
 
 def _problem(event: Event, message: str) -> Problem:
