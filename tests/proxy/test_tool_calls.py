@@ -137,7 +137,6 @@ def _tapelog(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_the_otel_export_has_a_tool_span_per_proxied_call(tmp_path: Path, provider: str) -> None:
-    pytest.importorskip("opentelemetry.proto")
     session, _ = _proxied(tmp_path, provider, stream=True)
     out = tmp_path / "trace.jsonl"
     store = str(tmp_path / "store")
