@@ -13,7 +13,10 @@ wrote), ``verify`` also checks:
 * the structure of turns and steps: turns do not overlap, steps lie inside
   their turn and do not overlap, events logged inside a step carry its turn
   and step,
-  every ``tool/call`` is answered before its ``step/end``, and every tool call
+  every ``tool/call`` is answered before its ``step/end`` (unless the turn
+  ends right after that step by handing its calls to a client, ``turn/end``
+  ``tool_calls`` as ``tapelog proxy`` logs it, or by a crash, ``interrupted``:
+  the client sends the results with its next request), and every tool call
   of an assistant message is answered before the next request (``step/start``
   or a compaction summary call): two turns run at once on one session
   interleave and break these (an event of a step logged while no step is open
@@ -35,6 +38,7 @@ wrote), ``verify`` also checks:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tapelog._errors import CorruptLogError, LogError
@@ -239,6 +243,19 @@ def _problem(event: Event, message: str) -> Problem:
 
 
 _IN_STEP = frozenset({"assistant/chunk", "assistant/message", "tool/call"})
+_HANDED_OVER = frozenset({"tool_calls", "interrupted"})
+"""Turn end reasons after which a step's calls may still wait for their results."""
+
+
+def _hands_over(events: Sequence[Event], seq: int) -> bool:
+    """Whether the step that ends at ``seq`` is the last of a turn that hands its
+    open tool calls to the client (the next event but digests is such a ``turn/end``,
+    or the log ends there: the turn is still open)."""
+    for i in range(seq + 1, len(events)):
+        event = events[i]
+        if event.type != "log/digest":
+            return event.type == "turn/end" and event.data["reason"]["kind"] in _HANDED_OVER
+    return True
 
 
 def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
@@ -324,7 +341,7 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
                     else f"the open step is step {step[1]} of turn {step[0]} (seq {step[2]})"
                 )
                 problems.append(_problem(event, f"step {k} of turn {t} ends, but {what}"))
-            if calls:
+            if calls and not _hands_over(events, event.seq):
                 listed = ", ".join(f"{cid} (seq {seq})" for cid, seq in calls.items())
                 problems.append(
                     _problem(
