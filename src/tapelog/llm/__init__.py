@@ -38,6 +38,7 @@ from tapelog.llm._provider_registry import (
     register_provider,
     unregister_provider,
     wire_identity,
+    wire_profile,
 )
 from tapelog.llm._provider_spec import ProviderSpec
 from tapelog.llm._registry import (
@@ -104,4 +105,5 @@ __all__ = [
     "wire_for",
     "wire_identity",
     "wire_named",
+    "wire_profile",
 ]
