@@ -11,6 +11,7 @@ together (the last tests change one and watch both).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -223,3 +224,48 @@ async def test_a_profile_that_refuses_json_object_moves_loop_and_emulator(
     )
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "no JSON mode here"
+
+
+# --- the docs' table ---------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "providers.md"
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _table() -> str:
+    """docs/providers.md's "Wire profiles" table, rendered from the module."""
+    lines = [
+        "| profile | family | auto mode | other modes | refused `response_format` | "
+        '"json" in prompt | thinks by default | thinking refuses a forced tool | '
+        "tool history needs tools | sticky output tool |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for profile in WIRE_PROFILES.values():
+        others = ", ".join(f"`{m}`" for m in profile.output_modes()[1:])
+        if not profile.response_format:
+            refused = "no such field"
+        else:
+            refused = "; ".join(f"`{k}`: {v!r}" for k, v in profile.refused_formats.items()) or "—"
+        cells = [
+            f"`{profile.name}`",
+            profile.family,
+            f"`{profile.auto_output}`",
+            others,
+            refused,
+            _yes(profile.json_word_required),
+            _yes(profile.thinks_by_default),
+            _yes(profile.thinking_refuses_forced_tool),
+            _yes(profile.tool_history_needs_tools),
+            _yes(profile.sticky_output_tool),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_docs_table_is_the_profiles() -> None:
+    """Regenerate with ``python -c 'from tests.agent.test_wire_profiles import _table;
+    print(_table())'`` when a profile changes."""
+    assert _table() in DOCS.read_text(encoding="utf-8")
