@@ -269,3 +269,47 @@ def test_the_docs_table_is_the_profiles() -> None:
     """Regenerate with ``python -c 'from tests.agent.test_wire_profiles import _table;
     print(_table())'`` when a profile changes."""
     assert _table() in DOCS.read_text(encoding="utf-8")
+
+
+ANTHROPIC_SERVED = [n for n in SERVED if WIRE_PROFILES[n].family == "anthropic"]
+
+
+@pytest.mark.parametrize("name", ANTHROPIC_SERVED)
+@pytest.mark.parametrize("thinking", [None, "enabled", "disabled"])
+@pytest.mark.parametrize("choice", ["auto", "any", "tool"])
+async def test_the_emulator_refuses_a_forced_tool_with_thinking_as_the_profile_says(
+    name: str, thinking: str | None, choice: str
+) -> None:
+    profile = WIRE_PROFILES[name]
+    tool_choice: dict[str, Any] = {"type": choice}
+    if choice == "tool":
+        tool_choice["name"] = "f"
+    body: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 2048,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+        "tool_choice": tool_choice,
+    }
+    flag = None if thinking is None else {"type": thinking, "budget_tokens": 1024}
+    if flag is not None:
+        body["thinking"] = flag
+    response = await _post(ROUTE_OF[name], body)
+    refused = choice != "auto" and not profile.forces_output_tool(flag)
+    assert response.status_code == (400 if refused else 200), response.text
+
+
+async def test_a_profile_whose_thinking_allows_forcing_moves_loop_and_emulator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    profile = replace(WIRE_PROFILES["anthropic"], thinking_refuses_forced_tool=False)
+    _replace_profile(monkeypatch, profile)
+    config = _config("anthropic", extras={"thinking": {"type": "enabled", "budget_tokens": 1024}})
+    assert OutputRun.create(OutputSpec(Weather), config, Toolset()).force is True
+    emulator = Emulator(script=[{"output": '{"city": "Paris", "temp_c": 21}'}])
+    async with agent_on(emulator, provider="anthropic", config={"extras": config.extras}) as agent:
+        result = await agent.run("Weather?", output_type=Weather)
+    assert result.output == Weather(city="Paris", temp_c=21)
+    assert emulator.received[0].json()["tool_choice"] == {"type": "tool", "name": OUTPUT_TOOL}

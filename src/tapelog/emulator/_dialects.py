@@ -23,7 +23,11 @@ from tapelog.cache import (
 )
 from tapelog.emulator import _anthropic_wire as anthropic
 from tapelog.emulator import _openai_wire as openai
-from tapelog.emulator._options import check_response_format, check_tool_history
+from tapelog.emulator._options import (
+    check_forced_tool,
+    check_response_format,
+    check_tool_history,
+)
 from tapelog.emulator._render import Conversation, summarize_anthropic, summarize_openai
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream
@@ -191,6 +195,7 @@ class _Anthropic:
         return (
             check_anthropic_turns(body["messages"])
             or check_tool_history(body, profile)
+            or check_forced_tool(body, profile)
             or check_response_format(body, profile)
         )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from tapelog.cache import WireProfile, blocks_of
 
-__all__ = ["check_response_format", "check_tool_history", "forced_tool"]
+__all__ = ["check_forced_tool", "check_response_format", "check_tool_history", "forced_tool"]
 
 # OpenAI: a json_schema response format without its json_schema object
 # (openai/openai-python#1632, architects-toolkit/SmartHopper#259).
@@ -33,6 +33,9 @@ _DEEPSEEK_NO_JSON_WORD = (
 # Anthropic: a history with tool blocks but no tool definitions
 # (anthropics/anthropic-sdk-python#494).
 _ANTHROPIC_NO_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+# Anthropic: extended thinking with a tool_choice that forces a tool (any / tool)
+# (mastra-ai/mastra#7507, can1357/oh-my-pi#341).
+_ANTHROPIC_THINKING_FORCED = "Thinking may not be enabled when tool_choice forces tool use."
 
 
 def _prompt_text(messages: Any) -> str:
@@ -78,6 +81,18 @@ def check_tool_history(body: Mapping[str, Any], profile: WireProfile) -> str | N
         for block in blocks_of(message.get("content")):
             if isinstance(block, Mapping) and block.get("type") in ("tool_use", "tool_result"):
                 return _ANTHROPIC_NO_TOOLS
+    return None
+
+
+def check_forced_tool(body: Mapping[str, Any], profile: WireProfile) -> str | None:
+    """With thinking on, a ``tool_choice`` that forces a tool is refused (on a
+    wire whose profile says so; the emulator has the message of Anthropic's)."""
+    if not profile.thinking_refuses_forced_tool or profile.family != "anthropic":
+        return None
+    choice = body.get("tool_choice")
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
+    if kind in ("any", "tool") and profile.thinking(body.get("thinking")):
+        return _ANTHROPIC_THINKING_FORCED
     return None
 
 
