@@ -240,8 +240,8 @@ def _table() -> str:
     lines = [
         "| profile | family | auto mode | other modes | refused `response_format` | "
         '"json" in prompt | thinks by default | thinking refuses a forced tool | '
-        "tool history needs tools | sticky output tool |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "tool history needs tools | sticky output tool | reasoning sent back |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for profile in WIRE_PROFILES.values():
         others = ", ".join(f"`{m}`" for m in profile.output_modes()[1:])
@@ -260,6 +260,7 @@ def _table() -> str:
             _yes(profile.thinking_refuses_forced_tool),
             _yes(profile.tool_history_needs_tools),
             _yes(profile.sticky_output_tool),
+            f"`{profile.reasoning_send_back}`" if profile.family == "openai" else "—",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -313,3 +314,51 @@ async def test_a_profile_whose_thinking_allows_forcing_moves_loop_and_emulator(
         result = await agent.run("Weather?", output_type=Weather)
     assert result.output == Weather(city="Paris", temp_c=21)
     assert emulator.received[0].json()["tool_choice"] == {"type": "tool", "name": OUTPUT_TOOL}
+
+
+# --- reasoning send-back: the wire and the proxy ----------------------------------------------
+
+OPENAI_DIALECTS = ["openai", "deepseek", "compatible"]
+
+
+@pytest.mark.parametrize("dialect", OPENAI_DIALECTS)
+def test_the_wire_and_the_proxy_send_reasoning_back_as_the_profile_says(dialect: str) -> None:
+    from tapelog.llm import OpenAIWire
+    from tapelog.proxy import Upstream
+    from tapelog.proxy._translate import Translator
+
+    profile = WIRE_PROFILES[dialect]
+    rule = profile.send_back_for("some-model")
+    assert OpenAIWire(dialect=dialect).send_back_for("some-model") == rule  # type: ignore[arg-type]
+    upstream = Upstream(provider=dialect, family="openai", dialect=dialect, base_url="http://u")
+    translator = Translator(upstream)
+    # A client whose messages only the default rule reproduces: nothing to record.
+    assert translator._send_back("some-model", frozenset({rule}), None) == {}
+
+
+async def test_a_changed_send_back_default_moves_the_wire_and_the_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    from tapelog.llm import OpenAIWire
+    from tapelog.proxy import Upstream
+    from tapelog.proxy._translate import Translator
+
+    _replace_profile(monkeypatch, replace(WIRE_PROFILES["deepseek"], reasoning_send_back="present"))
+    assert OpenAIWire(dialect="deepseek").send_back_for("deepseek-chat") == "present"
+    upstream = Upstream(
+        provider="deepseek", family="openai", dialect="deepseek", base_url="http://u"
+    )
+    translator = Translator(upstream)
+    assert translator._send_back("deepseek-chat", frozenset({"present"}), None) == {}
+    recorded = translator._send_back("deepseek-chat", frozenset({"present_and_tool_turns"}), None)
+    assert recorded == {"reasoning_send_back": "present_and_tool_turns"}
+
+
+def test_output_spec_modes_are_auto_and_the_profiles_modes() -> None:
+    from typing import get_args
+
+    from tapelog.agent._output import OutputMode
+
+    assert get_args(OutputMode) == ("auto", *OUTPUT_MODES)

@@ -41,6 +41,7 @@ from tapelog.agent._hooks import text_blocks
 from tapelog.agent._output_schema import OutputSchema, output_schema, strict_default, unfenced
 from tapelog.agent._tools import ToolOutcome, Toolset
 from tapelog.agent._turn import Outcome, final_text
+from tapelog.cache import OUTPUT_MODES
 from tapelog.llm import complete_config, wire_profile
 from tapelog.log import EpochHeader, Event, FrozenDict, LlmCallConfig, Session, encode_str, freeze
 
@@ -62,8 +63,9 @@ DEFAULT_OUTPUT_RETRIES: Final = 2
 """Retries after an answer that does not validate (so at most three answers)."""
 
 OutputMode = Literal["auto", "json_schema", "json_object", "tool", "prompted"]
+"""``auto`` or one of the wire profiles' modes (``tapelog.cache.OUTPUT_MODES``)."""
 
-_MODES: Final = ("auto", "json_schema", "json_object", "tool", "prompted")
+_MODES: Final = ("auto", *OUTPUT_MODES)
 _ACCEPTED: Final = "accepted"
 _UNSET: Final = object()
 

@@ -26,6 +26,7 @@ __all__ = [
     "OUTPUT_MODES",
     "WIRE_PROFILES",
     "OutputModeName",
+    "ReasoningSendBack",
     "WireFamily",
     "WireProfile",
     "profile_for",
@@ -39,7 +40,19 @@ OUTPUT_MODES: Final[tuple[OutputModeName, ...]] = ("json_schema", "json_object",
 
 WireFamily = Literal["openai", "anthropic", "local"]
 
+ReasoningSendBack = Literal["never", "present", "tool_turns", "present_and_tool_turns"]
+"""When logged reasoning goes back as ``reasoning_content`` on assistant messages
+of the OpenAI-compatible wire (docs/providers.md, "DeepSeek: sending reasoning back").
+
+``never``: not sent. ``present``: on every assistant message that has
+reasoning. ``tool_turns``: on every assistant message with tool calls (an empty
+string when none was logged), and nowhere else. ``present_and_tool_turns``:
+both -- every message with reasoning, and every message with tool calls
+(``""`` when none was logged).
+"""
+
 _NO_FORMATS: Final[Mapping[str, str]] = MappingProxyType({})
+_NO_MODELS: Final[Mapping[str, ReasoningSendBack]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +72,10 @@ class WireProfile:
     ``sticky_output_tool``: once a structured turn has put the output tool
     into the header, it stays there for the session and only ``tool_choice``
     changes between turns (a tool list change breaks the whole cached prefix).
+    ``reasoning_send_back`` is the OpenAI-compatible wire's default rule for
+    sending logged reasoning back, ``model_reasoning_send_back`` the models
+    whose rule differs (the agent's wire and the proxy both use
+    :meth:`send_back_for`; the Anthropic wire always returns thinking blocks).
     """
 
     name: str
@@ -71,7 +88,15 @@ class WireProfile:
     thinking_refuses_forced_tool: bool = True
     tool_history_needs_tools: bool = False
     sticky_output_tool: bool = False
+    reasoning_send_back: ReasoningSendBack = "never"
+    model_reasoning_send_back: Mapping[str, ReasoningSendBack] = field(
+        default_factory=lambda: _NO_MODELS
+    )
     source: str = ""
+
+    def send_back_for(self, model: str) -> ReasoningSendBack:
+        """The reasoning send-back rule for ``model`` on this wire."""
+        return self.model_reasoning_send_back.get(model, self.reasoning_send_back)
 
     def output_refusal(self, mode: str) -> str | None:
         """Why structured-output ``mode`` cannot be used on this wire (``None``: it can)."""
@@ -132,6 +157,13 @@ WIRE_PROFILES: Final[Mapping[str, WireProfile]] = MappingProxyType(
                 refused_formats=MappingProxyType({"json_schema": _DEEPSEEK_NO_SCHEMA}),
                 json_word_required=True,
                 thinks_by_default=True,
+                # Thinking mode (on by default since V4) needs reasoning_content back on
+                # tool-call turns and ignores it elsewhere; the field must be present on
+                # a tool-call turn even when no reasoning was logged (docs/providers.md,
+                # "DeepSeek: sending reasoning back"). No model differs: the R1-era
+                # deepseek-reasoner refused the field, but since V3.2 that name is the
+                # thinking mode of the current model.
+                reasoning_send_back="present_and_tool_turns",
                 source="docs/providers.md#structured-output (JSON Output; V4 thinking mode)",
             ),
             WireProfile(
