@@ -362,3 +362,16 @@ def test_output_spec_modes_are_auto_and_the_profiles_modes() -> None:
     from tapelog.agent._output import OutputMode
 
     assert get_args(OutputMode) == ("auto", *OUTPUT_MODES)
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, p in sorted(WIRE_PROFILES.items()) if p.family == "openai"]
+)
+def test_a_configs_wire_sends_reasoning_back_as_its_profile_says(name: str) -> None:
+    """Also for the emulator provider, whose wire is the compatible dialect's."""
+    from tapelog.llm import OpenAIWire, wire_for
+
+    config = _config(name)
+    wire = wire_for(config)
+    assert isinstance(wire, OpenAIWire)
+    assert wire.send_back_for("m") == wire_profile(config).send_back_for("m")
