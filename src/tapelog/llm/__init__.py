@@ -46,6 +46,7 @@ from tapelog.llm._provider_registry import (
     register_provider,
     unregister_provider,
     wire_identity,
+    wire_profile,
 )
 from tapelog.llm._provider_spec import ProviderSpec
 from tapelog.llm._registry import (
@@ -116,4 +117,5 @@ __all__ = [
     "wire_for",
     "wire_identity",
     "wire_named",
+    "wire_profile",
 ]
