@@ -48,6 +48,7 @@ from tapelog.llm._registry import (
     wire_for,
     wire_named,
 )
+from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import (
     AbortHandle,
     ProviderClient,
@@ -82,6 +83,7 @@ __all__ = [
     "ProviderClient",
     "ProviderSpec",
     "ReasoningSendBack",
+    "SecretGuard",
     "WireFormat",
     "anthropic_usage",
     "assemble_message",

@@ -39,13 +39,17 @@ from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import (
     MIN_SECRET_LENGTH,
     REDACTED,
+    can_be_secret,
     forget_secrets,
     has_secrets,
     redact,
     register_secret,
+    scoped_secrets,
     secret_prefix_length,
+    secret_scope,
 )
 from tapelog.log._repair import answer_call, repair_interrupted
+from tapelog.log._secret_shape import looks_like_secret, names_a_secret
 from tapelog.log._session import (
     Session,
     SessionEvents,
@@ -77,6 +81,7 @@ __all__ = [
     "SessionInfo",
     "answer_call",
     "apply_header_delta",
+    "can_be_secret",
     "canonical_header",
     "chunk_kind",
     "concat_frozen",
@@ -97,12 +102,16 @@ __all__ = [
     "freeze_trusted",
     "has_secrets",
     "header_from_json",
+    "looks_like_secret",
+    "names_a_secret",
     "new_session_id",
     "open_turn_at",
     "paused_gc",
     "redact",
     "register_secret",
     "repair_interrupted",
+    "scoped_secrets",
     "secret_prefix_length",
+    "secret_scope",
     "thaw",
 ]

@@ -33,7 +33,7 @@ from tapelog._errors import (
 )
 from tapelog.checker import check_enabled
 from tapelog.llm import usage_prompt_tokens, wire_for
-from tapelog.log import EpochHeader, decode, encode_trusted, paused_gc
+from tapelog.log import EpochHeader, decode, encode_trusted, paused_gc, secret_scope
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._index import Match, SessionIndex
@@ -42,7 +42,7 @@ from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family, ProxyError
-from tapelog.proxy._upstream import Upstream, upstream_headers
+from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
 from tapelog.store import SessionStore, validate_session_id
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_HEADER", "Proxy"]
@@ -140,7 +140,9 @@ class Proxy:
 
     def _endpoint(self, family: Family) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            return await self._handle(request, family)
+            # The client's key is its request's secret before anything of it is logged.
+            with secret_scope(client_secrets(request.headers)):
+                return await self._handle(request, family)
 
         return endpoint
 
