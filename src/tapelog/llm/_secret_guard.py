@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from tapelog.log import FrozenDict, freeze, redact, secret_prefix_length
+from tapelog.log import REDACTED, FrozenDict, freeze, redact, secret_prefix_length
 
 __all__ = ["SecretGuard"]
 
@@ -59,7 +59,7 @@ class SecretGuard:
             out.extend(self.release())
             self._block, self._context = block, ""
         piece: str = chunk[field]
-        text = redact(self._tail + piece) if self._tail else piece
+        text = self._joined(piece) if self._tail else piece
         held = min(secret_prefix_length(self._context + text), len(text))
         head = text[: len(text) - held]
         self._tail = text[len(text) - held :]
@@ -69,6 +69,25 @@ class SecretGuard:
         elif head or chunk.get("id") or chunk.get("name"):
             out.append(freeze({**chunk, field: head}))
         return out
+
+    def _joined(self, piece: str) -> str:
+        """The held text and ``piece``, redacted as one text.
+
+        The parser froze (and so redacted) ``piece`` on its own, so the rest
+        of a secret may already be ``***`` (an escape cut in two: ``\\u003`` +
+        ``7...`` leaves ``7...``, itself a form of the secret's rest). What
+        comes before that first ``***`` and begins a secret, reaching back
+        into the held text, is that secret's start: it goes too.
+        """
+        tail = self._tail
+        text = redact(tail + piece)
+        marker = text.find(REDACTED)
+        if marker < 0:
+            return text
+        start = min(secret_prefix_length(self._context + text[:marker]), marker)
+        if start and marker - start < len(tail):
+            return text[: marker - start] + text[marker:]
+        return text
 
     def release(self) -> list[FrozenDict]:
         """The held text as a chunk of its block (none when nothing is held)."""

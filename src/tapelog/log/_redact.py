@@ -40,6 +40,7 @@ per text.
 from __future__ import annotations
 
 import contextvars
+import functools
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -85,10 +86,12 @@ class _SecretSet:
     (immutable: a new set replaces the old one as a whole)."""
 
     __slots__ = (
+        "decoded_starts",
         "escaped",
         "literal_starts",
         "longest",
         "needles",
+        "plain_window",
         "secrets",
         "shortest",
         "starts",
@@ -105,34 +108,37 @@ class _SecretSet:
         # Longest first: a form that contains another is replaced whole.
         self.needles = tuple(sorted(needles, key=len, reverse=True))
         self.shortest = min((len(n) for n in needles), default=0)
-        # The escaped forms of each secret and of what is left without its first characters.
-        tails = [s[k:] for s in self.secrets for k in range(cut(s) + 1)]
-        pattern = "|".join(f"(?:{escaped_pattern(t)})" for t in tails)
+        pattern = "|".join(f"(?:{escaped_pattern(s)})" for s in self.secrets)
         self.escaped = re.compile(pattern) if pattern else None
         self.targets = tuple(s[cut(s) :] for s in self.secrets)  # in every loose form
         self.triggers = triggers(self.secrets)
         # What the end of a streamed text may begin: base64 forms matched literally ...
-        self.literal_starts = tuple(
-            (form, cut(form) + 1) for s in self.secrets for form in sorted(base64_forms(s))
-        )
+        self.literal_starts: dict[str, list[tuple[str, int]]] = {}
+        for secret in self.secrets:
+            for form in sorted(base64_forms(secret)):
+                self.literal_starts.setdefault(form[0], []).append((form, cut(form) + 1))
         # ... the rest decoded (raw, JSON- and URL-escaped), starting at one of these.
-        firsts = {s[0] for s in self.secrets} | {f[0] for f, _ in self.literal_starts}
-        chars = "".join(sorted(firsts | {"\\", "%"}))
+        self.decoded_starts = frozenset({s[0] for s in self.secrets} | {"\\", "%"})
+        firsts = self.decoded_starts | set(self.literal_starts)
+        chars = "".join(sorted(firsts))
         self.starts = re.compile(f"[{re.escape(chars)}]") if self.secrets else None
         self.longest = max((len(s) for s in self.secrets), default=0)
         self.window = 12 * self.longest + 8  # an escaped character is 6 or more characters
+        self.plain_window = 4 * self.longest // 3 + 4  # base64 is the longest unescaped form
 
     def redact(self, text: str) -> str:
         if len(text) < self.shortest:
             return text
-        for needle in self.needles:
-            if needle in text:
-                text = text.replace(needle, REDACTED)
+        # The escaped forms first: a literal form inside one (the raw rest of a
+        # secret whose first characters are escaped) would otherwise leave them.
         escaped = self.escaped
         if escaped is not None and any(t in text for t in self.triggers):
             candidates = unescape_loosely(text)
             if any(target in loose for loose in candidates for target in self.targets):
                 text = escaped.sub(REDACTED, text)
+        for needle in self.needles:
+            if needle in text:
+                text = text.replace(needle, REDACTED)
         return text
 
     def prefix_length(self, text: str, at_least: int) -> int:
@@ -142,6 +148,8 @@ class _SecretSet:
         if self.starts is None:
             return 0
         first = max(0, len(text) - self.window)
+        if "\\" not in text[first:] and "%" not in text[first:]:
+            first = max(0, len(text) - self.plain_window)  # no escape: as it is or base64
         for match in self.starts.finditer(text, first):
             i = match.start()
             size = len(text) - i
@@ -153,11 +161,23 @@ class _SecretSet:
                 return size
         return 0
 
+    def _may_start(self, head: str) -> bool:
+        return any(secret.startswith(head) for secret in self.secrets)
+
     def _begins_a_form(self, tail: str) -> bool:
-        for form, enough in self.literal_starts:
+        for form, enough in self.literal_starts.get(tail[0], ()):
             if enough <= len(tail) < len(form) and form.startswith(tail):
                 return True
-        decoded = decode_prefix(tail, self.longest)
+        if tail[0] not in self.decoded_starts:
+            return False
+        head = tail[:2]  # most candidates are a secret's first letter in other text
+        if "\\" not in head and "%" not in head and not self._may_start(head):
+            return False
+        if head[0] == "\\":  # most backslashes start a \n or a \" in code or JSON
+            escape = tail.lstrip("\\")[:1]
+            if escape and escape != "u" and not self._may_start(escape):
+                return False
+        decoded = decode_prefix(tail, self.secrets)
         if decoded is None:
             return False
         text, open_escape = decoded
@@ -219,6 +239,13 @@ def register_secret(value: str | None) -> bool:
     return bool(candidates)
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(secrets: frozenset[str]) -> _SecretSet:
+    """The set of ``secrets``, compiled once (a proxy client sends its key with
+    every request; compiling its patterns takes milliseconds)."""
+    return _SecretSet(secrets)
+
+
 @contextmanager
 def secret_scope(values: Iterable[str]) -> Iterator[None]:
     """Redact ``values`` (those that can be secrets) too, in this context only.
@@ -233,7 +260,7 @@ def secret_scope(values: Iterable[str]) -> Iterator[None]:
     if not new - set(outer.secrets):
         yield
         return
-    token = _SCOPED.set(_SecretSet({*outer.secrets, *new}))
+    token = _SCOPED.set(_compiled(frozenset({*outer.secrets, *new})))
     with _REGISTRY.lock:
         _REGISTRY.scopes += 1
         _REGISTRY.update()

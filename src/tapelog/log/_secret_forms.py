@@ -96,7 +96,8 @@ def _hex(digits: str) -> str:
 
 def escaped_pattern(secret: str) -> str:
     """A pattern for ``secret`` with any of its characters JSON-escaped (at any
-    depth) or URL-encoded."""
+    depth) or URL-encoded, also without its first one to three characters
+    (:func:`cut`)."""
     parts: list[str] = []
     for char in secret:
         code = ord(char)
@@ -116,7 +117,10 @@ def escaped_pattern(secret: str) -> str:
         if char == " ":
             alternatives.append(r"\+")
         parts.append("(?:" + "|".join(alternatives) + ")")
-    return "".join(parts)
+    start = ""
+    for part in parts[: cut(secret)]:  # ((c0)? c1)? c2)? ...: any of the first few may be missing
+        start = f"(?:{start}{part})?"
+    return start + "".join(parts[cut(secret) :])
 
 
 def triggers(secrets: tuple[str, ...]) -> tuple[str, ...]:
@@ -158,67 +162,89 @@ def unescape_loosely(text: str) -> tuple[str, ...]:
     return urllib.parse.unquote(loose), urllib.parse.unquote_plus(loose)
 
 
-def decode_prefix(tail: str, longest: int) -> tuple[str, bool] | None:
-    """``tail`` read as the start of an escaped form: what it decodes to, and
-    whether it ends inside an escape (``\\``, ``\\u00``, ``%4``), which the next
-    piece completes. ``None`` once the decoded text is longer than ``longest``
-    (no secret starts with it).
+class _Prefix:
+    """Decoded characters, kept only while some secret starts with them."""
 
-    The escapes are those :func:`escaped_pattern` finds: ``\\uXXXX`` and the
-    short JSON escapes behind any number of backslashes, and ``%XX`` bytes.
-    """
-    out: list[str] = []
-    pending = bytearray()  # %XX bytes not yet decoded as UTF-8
-    i, n = 0, len(tail)
+    __slots__ = ("alive", "chars")
 
-    def flush() -> bool:
-        if pending:
-            try:
-                out.append(pending.decode("utf-8"))
-            except UnicodeDecodeError:
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self.alive = secrets
+        self.chars: list[str] = []
+
+    def add(self, text: str) -> bool:
+        """Append ``text``; whether some secret still starts with what was decoded."""
+        for char in text:
+            n = len(self.chars)
+            self.alive = tuple(s for s in self.alive if len(s) > n and s[n] == char)
+            if not self.alive:
                 return False
-            pending.clear()
+            self.chars.append(char)
         return True
 
+    def result(self, open_escape: bool) -> tuple[str, bool]:
+        return "".join(self.chars), open_escape
+
+
+def decode_prefix(tail: str, secrets: tuple[str, ...]) -> tuple[str, bool] | None:
+    """``tail`` read as the start of an escaped form of one of ``secrets``: what
+    it decodes to, and whether it ends inside an escape (``\\``, ``\\u00``,
+    ``%4``), which the next piece completes. ``None`` as soon as no secret
+    starts with what it decodes to.
+
+    The escapes are those :func:`escaped_pattern` finds: ``\\uXXXX`` (a
+    surrogate pair as two) and the short JSON escapes behind any number of
+    backslashes, and ``%XX`` UTF-8 bytes.
+    """
+    out = _Prefix(secrets)
+    pending = bytearray()  # %XX bytes not yet a whole UTF-8 character
+    high = ""  # a \uD800-\uDBFF escape waiting for its low half
+    i, n = 0, len(tail)
     while i < n:
-        if len(out) > longest:
-            return None
         char = tail[i]
         if char == "%":
             digits = tail[i + 1 : i + 3]
             if all(d in _HEX for d in digits):
                 if len(digits) < 2:
-                    flush()
-                    return _pair_surrogates("".join(out)), True
+                    return out.result(True)
                 pending.append(int(digits, 16))
                 i += 3
+                try:
+                    decoded = pending.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue  # more bytes of the character follow
+                pending.clear()
+                if not out.add(decoded):
+                    return None
                 continue
-        if not flush():
+        if pending:  # a character's bytes cut short by something else
             return None
         if char == "\\":
             j = i
             while j < n and tail[j] == "\\":
                 j += 1
             if j == n:
-                return _pair_surrogates("".join(out)), True
+                return out.result(True)
             escape = tail[j]
             if escape == "u":
                 digits = tail[j + 1 : j + 5]
                 if all(d in _HEX for d in digits):
                     if len(digits) < 4:
-                        return _pair_surrogates("".join(out)), True
-                    out.append(chr(int(digits, 16)))
+                        return out.result(True)
+                    code = chr(int(digits, 16))
                     i = j + 5
+                    if "\ud800" <= code <= "\udbff":
+                        high = code
+                        continue
+                    if high:
+                        code, high = _pair_surrogates(high + code), ""
+                    if not out.add(code):
+                        return None
                     continue
-            out.append(_UNESCAPE.get(escape, escape))
+            decoded_char = _UNESCAPE.get(escape, escape)
             i = j + 1
-            continue
-        out.append(char)
-        i += 1
-    if pending:
-        try:
-            out.append(pending.decode("utf-8"))
-        except UnicodeDecodeError:  # a character's bytes cut short: the rest follows
-            out.append(pending.decode("utf-8", "ignore"))
-            return _pair_surrogates("".join(out)), True
-    return _pair_surrogates("".join(out)), False
+        else:
+            decoded_char = char
+            i += 1
+        if high or not out.add(decoded_char):
+            return None
+    return out.result(bool(pending) or bool(high))
