@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import itertools
-import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -139,7 +138,7 @@ def _unicode_escaped(key: str) -> str:
 FORMS: dict[str, Callable[[str], str]] = {
     "raw": lambda key: key,
     "base64": lambda key: base64.b64encode(key.encode()).decode(),
-    "url": lambda key: urllib.parse.quote(key, safe=""),
+    "url": lambda key: "".join(f"%{b:02X}" for b in key.encode()),  # every byte %XX
     "unicode": _unicode_escaped,
 }
 
