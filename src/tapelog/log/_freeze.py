@@ -192,11 +192,12 @@ def _walk(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
+        redacting = _SECRETS.live and not _FAITHFUL.get()
         for k, v in value.items():
             if type(k) is not str:
                 raise _Bad(f"key {k!r} is a {type(k).__name__}; JSON keys must be strings")
             try:
-                out[k] = _structural(v) if _is_structural(k, v) else _walk(v)
+                out[k] = _structural(v) if redacting and _is_structural(k, v) else _walk(v)
             except _Bad as bad:
                 bad.parts.append(f".{k}")
                 raise
