@@ -225,3 +225,76 @@ async def test_one_clients_key_is_not_redacted_from_another_clients_log(tmp_path
     # the second client's log keeps the first client's key (not its secret), not its own
     assert b"your key *** and the other " + other.encode() in second
     assert SECRET.encode() not in second
+
+
+def _anthropic_frame(name: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
+
+
+def _anthropic_answer(pieces: list[str]) -> bytes:
+    message = {"id": "msg_1", "role": "assistant", "content": [], "usage": {"input_tokens": 3}}
+    frames = [
+        _anthropic_frame("message_start", {"message": message}),
+        _anthropic_frame(
+            "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}
+        ),
+        *(
+            _anthropic_frame(
+                "content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": p}}
+            )
+            for p in pieces
+        ),
+        _anthropic_frame("content_block_stop", {"index": 0}),
+        _anthropic_frame(
+            "message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}}
+        ),
+        _anthropic_frame("message_stop", {}),
+    ]
+    return b"".join(frames)
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+async def test_an_anthropic_clients_x_api_key_echoed_in_pieces_is_never_logged(
+    tmp_path: Path, form: str
+) -> None:
+    sent: list[bytes] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        shown = FORMS[form](request.headers["x-api-key"])
+        body = _anthropic_answer(_split(f"Your key is {shown}, keep it.", shown, 3))
+        sent.append(body)
+        return httpx.Response(200, headers=SSE, content=body)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(upstream))
+    proxy = Proxy(
+        Upstream.resolve("anthropic", base_url="http://upstream"),
+        JsonlStore(tmp_path),
+        http_client=http,
+    )
+    client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=proxy.app), base_url="http://proxy"
+    )
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "What is my key?"}],
+    }
+    try:
+        got = await client.post(
+            "/v1/messages",
+            content=orjson.dumps(body),
+            headers={"x-api-key": SECRET, "content-type": "application/json"},
+        )
+    finally:
+        await client.aclose()
+        await proxy.aclose()
+        await http.aclose()
+    assert got.status_code == 200
+    assert got.content == sent[0]
+    [session] = sessions_in(tmp_path).values()
+    logged = [s for e in session.events for s in _strings(e.data)]
+    eights = _pieces(SECRET) | _pieces(FORMS[form](SECRET))
+    for text in (_stored(tmp_path).decode(), *logged):
+        assert not any(piece in text for piece in eights)
+    assert any("***" in s for s in logged)
