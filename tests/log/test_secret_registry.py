@@ -87,8 +87,12 @@ def test_an_unnamed_value_is_a_secret_only_when_it_looks_generated(value: str, l
         ("Authorization", True),
         ("api_key", True),
         ("DB_PASSWORD", True),
+        ("X_AUTH", True),
+        ("OAUTH_CLIENT", True),
         ("AGENT_ROLE", False),
         ("LOG_LEVEL", False),
+        ("GIT_AUTHOR_NAME", False),
+        ("SESSION_DIR", False),
     ],
 )
 def test_a_name_says_whether_its_value_is_a_secret(name: str, says: bool) -> None:

@@ -43,7 +43,8 @@ alphanumeric key has about 4 to 5.5; an English identifier about 3 or less)."""
 
 _WORD: Final = re.compile(r"[a-z]+|[A-Z]+|[A-Z][a-z]+")
 _SECRET_NAME: Final = re.compile(
-    r"key|token|secret|passw|pwd|auth|credential|private|signature|cookie|session",
+    r"key|token|secret|passw|pwd|credential|private|signature|cookie"
+    r"|authori[sz]ation|oauth|(?<![a-z])auth(?![a-z])",  # not GIT_AUTHOR_NAME
     re.IGNORECASE,
 )
 
