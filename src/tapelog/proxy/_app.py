@@ -3,7 +3,10 @@
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
 completions), ``POST /v1/messages`` (Anthropic Messages), each also under
 ``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
-Per request: read and decode the body, translate and check it (``_translate``;
+Per request, with the client's credentials as the request's own secrets
+(``_upstream.client_secrets``, ``tapelog.log.secret_scope``: redacted from
+all it logs, never from another client's): read and decode the body,
+translate and check it (``_translate``;
 a 400 before anything is logged), find its session (``_index``: explicit, or
 extend / edit / fork / new) and take that session's lock, plan how its
 messages meet the log (``_exchange.plan_messages``), log the request and its
