@@ -119,9 +119,7 @@ class _SecretSet:
                 self.literal_starts.setdefault(form[0], []).append((form, cut(form) + 1))
         # ... the rest decoded (raw, JSON- and URL-escaped), starting at one of these.
         self.decoded_starts = frozenset({s[0] for s in self.secrets} | {"\\", "%"})
-        firsts = self.decoded_starts | set(self.literal_starts)
-        chars = "".join(sorted(firsts))
-        self.starts = re.compile(f"[{re.escape(chars)}]") if self.secrets else None
+        self.starts = _starts(self.secrets, self.literal_starts) if self.secrets else None
         self.longest = max((len(s) for s in self.secrets), default=0)
         self.window = 12 * self.longest + 8  # an escaped character is 6 or more characters
         self.plain_window = 4 * self.longest // 3 + 4  # base64 is the longest unescaped form
@@ -161,22 +159,12 @@ class _SecretSet:
                 return size
         return 0
 
-    def _may_start(self, head: str) -> bool:
-        return any(secret.startswith(head) for secret in self.secrets)
-
     def _begins_a_form(self, tail: str) -> bool:
         for form, enough in self.literal_starts.get(tail[0], ()):
             if enough <= len(tail) < len(form) and form.startswith(tail):
                 return True
         if tail[0] not in self.decoded_starts:
             return False
-        head = tail[:2]  # most candidates are a secret's first letter in other text
-        if "\\" not in head and "%" not in head and not self._may_start(head):
-            return False
-        if head[0] == "\\":  # most backslashes start a \n or a \" in code or JSON
-            escape = tail.lstrip("\\")[:1]
-            if escape and escape != "u" and not self._may_start(escape):
-                return False
         decoded = decode_prefix(tail, self.secrets)
         if decoded is None:
             return False
@@ -187,6 +175,20 @@ class _SecretSet:
             and (open_escape or len(text) < len(secret))
             for secret in self.secrets
         )
+
+
+def _starts(secrets: tuple[str, ...], literal: dict[str, list[tuple[str, int]]]) -> re.Pattern[str]:
+    """Where in a text a form of ``secrets`` may start: a secret's first two
+    characters (the second may be escaped or still to come), an escape that
+    may encode a first character, a base64 form's first two characters. Most
+    text has few such places, so few are looked at in Python."""
+    firsts = "".join(sorted({s[0] for s in secrets}))
+    ways = {re.escape(s[0]) + f"(?:{re.escape(s[1])}|\\\\|%|\\Z)" for s in secrets if len(s) > 1}
+    ways.add(f"\\\\+(?:u|[{re.escape(firsts)}]|\\Z)")
+    ways.add("%(?:[0-9a-fA-F]|\\Z)")
+    for forms in literal.values():
+        ways.update(re.escape(f[:2]) + "|" + re.escape(f[0]) + "\\Z" for f, _ in forms)
+    return re.compile("(?=" + "|".join(sorted(ways)) + ")")
 
 
 _EMPTY: Final = _SecretSet(())
