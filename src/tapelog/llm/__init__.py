@@ -57,6 +57,7 @@ from tapelog.llm._registry import (
     wire_for,
     wire_named,
 )
+from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import (
     AbortHandle,
     ProviderClient,
@@ -91,6 +92,7 @@ __all__ = [
     "ProviderClient",
     "ProviderSpec",
     "ReasoningSendBack",
+    "SecretGuard",
     "TransportFactory",
     "WireFormat",
     "anthropic_usage",

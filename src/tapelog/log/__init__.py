@@ -40,11 +40,14 @@ from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import (
     MIN_SECRET_LENGTH,
     REDACTED,
+    can_be_secret,
     forget_secrets,
     has_secrets,
     redact,
     register_secret,
+    scoped_secrets,
     secret_prefix_length,
+    secret_scope,
 )
 from tapelog.log._repair import (
     RepairPlan,
@@ -53,6 +56,7 @@ from tapelog.log._repair import (
     plan_repair,
     repair_interrupted,
 )
+from tapelog.log._secret_shape import looks_like_secret, names_a_secret
 from tapelog.log._session import (
     Session,
     SessionEvents,
@@ -88,6 +92,7 @@ __all__ = [
     "answer_call",
     "answer_open_calls",
     "apply_header_delta",
+    "can_be_secret",
     "canonical_header",
     "chunk_kind",
     "concat_frozen",
@@ -108,6 +113,8 @@ __all__ = [
     "freeze_trusted",
     "has_secrets",
     "header_from_json",
+    "looks_like_secret",
+    "names_a_secret",
     "new_session_id",
     "open_turn_at",
     "paused_gc",
@@ -115,7 +122,9 @@ __all__ = [
     "redact",
     "register_secret",
     "repair_interrupted",
+    "scoped_secrets",
     "secret_prefix_length",
+    "secret_scope",
     "thaw",
     "unanswered_tool_calls",
 ]
