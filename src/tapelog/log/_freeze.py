@@ -378,10 +378,11 @@ def freeze_decoded(value: Any) -> Any:
                 dict.__setitem__(frozen, k, freeze_decoded(v))
         return frozen
     if t is list:
-        return _new_list(
-            [freeze_decoded(v) if type(v) is dict or type(v) is list else v for v in value],
-            _VERBATIM,
+        out = list.__new__(FrozenList)  # unstamped: a copy of logged data (_VERBATIM)
+        list.__init__(
+            out, [freeze_decoded(v) if type(v) is dict or type(v) is list else v for v in value]
         )
+        return out
     return value
 
 
