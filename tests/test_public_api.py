@@ -80,9 +80,9 @@ REQUIRED = [
 @pytest.mark.parametrize("name", REQUIRED)
 def test_the_promised_names_are_exported_from_tapelog(name: str) -> None:
     assert name in tapelog.__all__
-    from tapelog import log
+    from tapelog.log import _api
 
-    assert getattr(tapelog, name) is getattr(log, name)
+    assert getattr(tapelog, name) is getattr(_api, name)
 
 
 @pytest.mark.parametrize("name", ["LlmCallConfig", "EpochHeader", "SessionInfo"])

@@ -26,17 +26,11 @@ import pytest
 
 from tapelog import ProviderError, StoreError
 from tapelog.agent import Agent
-from tapelog.llm import AbortHandle, AnthropicClient, LlmRequest, OpenAIClient, OpenAIWire
-from tapelog.log import (
-    EpochHeader,
-    LlmCallConfig,
-    Session,
-    decode,
-    forget_secrets,
-    freeze,
-    redact,
-    register_secret,
-)
+from tapelog.llm import LlmRequest, OpenAIWire
+from tapelog.llm._api import AbortHandle
+from tapelog.llm._clients import AnthropicClient, OpenAIClient
+from tapelog.log import decode, forget_secrets, redact, register_secret
+from tapelog.log._api import EpochHeader, LlmCallConfig, Session, freeze
 from tapelog.store import PostgresStore
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))

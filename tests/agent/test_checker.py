@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from tapelog import ReconstructionError
-from tapelog.audit import check_enabled, check_request, rebuild_request_at, rebuild_requests
+from tapelog.audit import check_request, rebuild_request_at, rebuild_requests
+from tapelog.checker._api import check_enabled
 from tapelog.emulator import Emulator
 from tapelog.llm import LlmRequest, OpenAIWire
-from tapelog.log import freeze
+from tapelog.log._api import freeze
 
 from ._harness import agent_on
 

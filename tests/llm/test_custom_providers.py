@@ -25,7 +25,8 @@ from agent._harness import LONG_SYSTEM, SECRET, add, assert_bytes_rebuild
 from tapelog import HeaderError, TapelogError
 from tapelog.agent import Agent, Hooks, RetryPolicy
 from tapelog.audit import cache_report
-from tapelog.cache import DEFAULT_PROVIDER_CACHE, provider_cache
+from tapelog.cache import DEFAULT_PROVIDER_CACHE
+from tapelog.cache._api import provider_cache
 from tapelog.emulator import Emulator
 from tapelog.llm import (
     PRESETS,
@@ -39,9 +40,10 @@ from tapelog.llm import (
     make_client,
     register_provider,
     unregister_provider,
-    wire_for,
 )
-from tapelog.log import EpochHeader, LlmCallConfig, Session, decode, encode, freeze
+from tapelog.llm._api import wire_for
+from tapelog.log import decode, encode
+from tapelog.log._api import EpochHeader, LlmCallConfig, Session, freeze
 from tapelog.request import LlmRequest
 
 from ._requests import READ_TOOL, call, text, tool_result

@@ -17,16 +17,11 @@ import pytest
 
 from tapelog.agent import Agent
 from tapelog.emulator import Emulator
-from tapelog.llm import (
-    OpenAIClient,
-    in_process_transport,
-    make_client,
-    register_in_process_transport,
-    register_provider,
-    unregister_in_process_transport,
-    unregister_provider,
-)
-from tapelog.log import LlmCallConfig, Session
+from tapelog.llm import make_client, register_provider, unregister_provider
+from tapelog.llm._api import register_in_process_transport
+from tapelog.llm._clients import OpenAIClient
+from tapelog.llm._in_process import in_process_transport, unregister_in_process_transport
+from tapelog.log._api import LlmCallConfig, Session
 
 NAME = "inproc-test"
 CONFIG = LlmCallConfig(provider=NAME, model="m")

@@ -6,17 +6,10 @@ import httpx
 import pytest
 
 from tapelog import HeaderError, ProviderError
-from tapelog.llm import (
-    PROVIDERS,
-    AnthropicClient,
-    AnthropicWire,
-    OpenAIClient,
-    OpenAIWire,
-    make_client,
-    wire_for,
-    wire_named,
-)
-from tapelog.log import LlmCallConfig
+from tapelog.llm import PROVIDERS, AnthropicWire, OpenAIWire, make_client
+from tapelog.llm._api import wire_for, wire_named
+from tapelog.llm._clients import AnthropicClient, OpenAIClient
+from tapelog.log._api import LlmCallConfig
 
 
 def _config(provider: str) -> LlmCallConfig:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tapelog import Session
-from tapelog.log import repair_interrupted
+from tapelog.log._api import repair_interrupted
 
 INTERRUPTED = (
     "interrupted: the process stopped before this tool call finished; its outcome is unknown"

@@ -41,8 +41,17 @@ from tapelog.agent._hooks import text_blocks
 from tapelog.agent._output_schema import OutputSchema, output_schema, strict_default, unfenced
 from tapelog.agent._tools import ToolOutcome, Toolset
 from tapelog.agent._turn import Outcome, final_text
-from tapelog.llm import complete_config, wire_identity
-from tapelog.log import EpochHeader, Event, FrozenDict, LlmCallConfig, Session, encode_str, freeze
+from tapelog.llm import complete_config
+from tapelog.llm._api import wire_identity
+from tapelog.log._api import (
+    EpochHeader,
+    Event,
+    FrozenDict,
+    LlmCallConfig,
+    Session,
+    encode_str,
+    freeze,
+)
 
 __all__ = [
     "DEFAULT_OUTPUT_RETRIES",

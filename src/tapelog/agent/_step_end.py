@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.log import Event, FrozenList, Session, answer_call
+from tapelog.log._api import Event, FrozenList, Session, answer_call
 
 __all__ = ["UNANSWERED_TOOL_RESULT", "close_step", "error_of", "open_step_events"]
 

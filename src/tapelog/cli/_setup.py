@@ -28,10 +28,11 @@ from tapelog.llm import (
     known_providers,
     make_client,
     provider_spec,
-    resolve_api_key,
 )
-from tapelog.log import LlmCallConfig, Session
-from tapelog.store import SessionStore, SessionWriter, validate_session_id
+from tapelog.llm._api import resolve_api_key
+from tapelog.log._api import LlmCallConfig, Session
+from tapelog.store import SessionStore, SessionWriter
+from tapelog.store._api import validate_session_id
 
 __all__ = ["ProviderSetup", "check_api_key", "open_session", "resolve_provider"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.cache import blocks_of
+from tapelog.cache._api import blocks_of
 
 __all__ = ["check_anthropic_tools", "check_response_format", "forced_tool"]
 

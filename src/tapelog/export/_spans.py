@@ -40,8 +40,10 @@ from tapelog.export._model import (
     span_id,
     trace_id,
 )
-from tapelog.log import EpochHeader, Event, Session, chunk_kind, fold_header_event, redact
-from tapelog.request import WalkedRequest, walk_requests
+from tapelog.log import redact
+from tapelog.log._api import EpochHeader, Event, Session, chunk_kind, fold_header_event
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest
 
 __all__ = ["otel_spans"]
 

@@ -30,7 +30,8 @@ from tapelog.llm._openai_stream import OpenAIStreamParser
 from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._pieces import BodyCache
 from tapelog.llm._types import AbortHandle, LlmRequest
-from tapelog.log import FrozenDict, freeze, has_secrets, redact, secret_prefix_length
+from tapelog.log import redact
+from tapelog.log._api import FrozenDict, freeze, has_secrets, secret_prefix_length
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient"]
 

@@ -25,8 +25,9 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tapelog._errors import ProviderError
-from tapelog.llm import AnthropicStreamParser, OpenAIStreamParser
-from tapelog.log import FrozenDict, redact
+from tapelog.llm._api import AnthropicStreamParser, OpenAIStreamParser
+from tapelog.log import redact
+from tapelog.log._api import FrozenDict
 from tapelog.proxy._answers import error_body
 from tapelog.proxy._exchange import Exchange
 from tapelog.proxy._types import Family

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from tapelog.log import FrozenDict
+from tapelog.log._api import FrozenDict
 
 __all__ = [
     "ALL_RULES",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapelog._errors import CorruptLogError, LogError
-from tapelog.log import Event, Session, SessionInfo, open_turn_at, paused_gc
+from tapelog.log._api import Event, Session, SessionInfo, open_turn_at, paused_gc
 from tapelog.request import walk_requests
 from tapelog.store._base import Digest
 from tapelog.store._format import Problem, replay_events, scan_jsonl

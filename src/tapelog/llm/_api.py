@@ -1,0 +1,35 @@
+"""The llm package's internal API: what other tapelog packages use of it, users do not.
+
+Users import the public names from :mod:`tapelog.llm` (docs/api.md). A package
+that may import the llm layer takes these from here, the one private module of
+the package it may import (docs/architecture.md, tests/test_layout.py).
+"""
+
+from tapelog.llm._anthropic_stream import AnthropicStreamParser
+from tapelog.llm._assemble import assemble_message
+from tapelog.llm._clients import ANTHROPIC_VERSION
+from tapelog.llm._http import resolve_api_key
+from tapelog.llm._in_process import register_in_process_transport
+from tapelog.llm._openai_stream import OpenAIStreamParser
+from tapelog.llm._pieces import BodyCache
+from tapelog.llm._provider_registry import wire_identity
+from tapelog.llm._registry import client_wire, wire_for, wire_named
+from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "AbortHandle",
+    "AnthropicStreamParser",
+    "BodyCache",
+    "OpenAIStreamParser",
+    "WireFormat",
+    "assemble_message",
+    "client_wire",
+    "estimate_tokens",
+    "register_in_process_transport",
+    "resolve_api_key",
+    "usage_prompt_tokens",
+    "wire_for",
+    "wire_identity",
+    "wire_named",
+]

@@ -1,0 +1,73 @@
+"""The log package's internal API: what other tapelog packages use of it, users do not.
+
+Users import the public names from :mod:`tapelog.log` (docs/api.md). A package
+that may import the log layer takes these from here, the one private module of
+the package it may import (docs/architecture.md, tests/test_layout.py).
+"""
+
+from tapelog.log._canonical import encode_str, encode_trusted
+from tapelog.log._events import SESSION_FORMAT_VERSION, Event, chunk_kind, event_from_json
+from tapelog.log._fold import History, LogFold
+from tapelog.log._freeze import (
+    FrozenDict,
+    FrozenList,
+    concat_frozen,
+    freeze,
+    freeze_faithful,
+    freeze_trusted,
+    thaw,
+)
+from tapelog.log._gc import paused_gc
+from tapelog.log._header import (
+    EpochHeader,
+    LlmCallConfig,
+    apply_header_delta,
+    canonical_header,
+    diff_header,
+    fold_header_event,
+    fold_request_header,
+    header_from_json,
+)
+from tapelog.log._projection import derive_event_message
+from tapelog.log._recorder import HeaderRecorder
+from tapelog.log._redact import has_secrets, secret_prefix_length
+from tapelog.log._repair import answer_call, repair_interrupted
+from tapelog.log._session import Session, SessionEvents, SessionInfo, new_session_id, open_turn_at
+
+__all__ = [
+    "SESSION_FORMAT_VERSION",
+    "EpochHeader",
+    "Event",
+    "FrozenDict",
+    "FrozenList",
+    "HeaderRecorder",
+    "History",
+    "LlmCallConfig",
+    "LogFold",
+    "Session",
+    "SessionEvents",
+    "SessionInfo",
+    "answer_call",
+    "apply_header_delta",
+    "canonical_header",
+    "chunk_kind",
+    "concat_frozen",
+    "derive_event_message",
+    "diff_header",
+    "encode_str",
+    "encode_trusted",
+    "event_from_json",
+    "fold_header_event",
+    "fold_request_header",
+    "freeze",
+    "freeze_faithful",
+    "freeze_trusted",
+    "has_secrets",
+    "header_from_json",
+    "new_session_id",
+    "open_turn_at",
+    "paused_gc",
+    "repair_interrupted",
+    "secret_prefix_length",
+    "thaw",
+]
