@@ -79,8 +79,8 @@ from tapelog.agent import Agent, Hooks, StepContext, tool
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cache._api import Segment, chain_segments, openai_sources
 from tapelog.cli._demo import _run_demo
-from tapelog.llm import AnthropicWire, LlmRequest, OpenAIWire
-from tapelog.llm._api import AbortHandle, BodyCache
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire
 from tapelog.llm._types import normalise_usage
 from tapelog.log import decode
 from tapelog.log._api import (

@@ -58,8 +58,8 @@ import orjson
 from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM, WIRES, _text
 
 from tapelog.agent import Agent, tool
-from tapelog.llm import AnthropicWire, LlmRequest, OpenAIWire
-from tapelog.llm._api import AbortHandle, BodyCache
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire
 from tapelog.llm._types import normalise_usage
 from tapelog.log._api import FrozenDict, LlmCallConfig, Session, encode_str, freeze
 

@@ -26,8 +26,8 @@ import pytest
 
 from tapelog import ProviderError, StoreError
 from tapelog.agent import Agent
-from tapelog.llm import LlmRequest, OpenAIWire
-from tapelog.llm._api import AbortHandle
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AbortHandle, OpenAIWire
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
 from tapelog.log import decode, forget_secrets, redact, register_secret
 from tapelog.log._api import EpochHeader, LlmCallConfig, Session, freeze

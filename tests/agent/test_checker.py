@@ -11,7 +11,8 @@ from tapelog import ReconstructionError
 from tapelog.audit import check_request, rebuild_request_at, rebuild_requests
 from tapelog.checker._api import check_enabled
 from tapelog.emulator import Emulator
-from tapelog.llm import LlmRequest, OpenAIWire
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import OpenAIWire
 from tapelog.log._api import freeze
 
 from ._harness import agent_on

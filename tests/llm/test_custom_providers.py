@@ -31,17 +31,13 @@ from tapelog.emulator import Emulator
 from tapelog.llm import (
     PRESETS,
     PROVIDERS,
-    AnthropicWire,
-    OpenAIWire,
-    complete_config,
     encode_request,
-    known_providers,
     load_providers,
     make_client,
     register_provider,
     unregister_provider,
 )
-from tapelog.llm._api import wire_for
+from tapelog.llm._api import AnthropicWire, OpenAIWire, complete_config, known_providers, wire_for
 from tapelog.log import decode, encode
 from tapelog.log._api import EpochHeader, LlmCallConfig, Session, freeze
 from tapelog.request import LlmRequest

@@ -12,8 +12,7 @@ from typing import Any
 
 import httpx
 
-from tapelog.llm import AnthropicWire, OpenAIWire
-from tapelog.llm._api import AbortHandle, assemble_message
+from tapelog.llm._api import AbortHandle, AnthropicWire, OpenAIWire, assemble_message
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
 from tapelog.log import encode
 

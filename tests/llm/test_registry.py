@@ -6,8 +6,8 @@ import httpx
 import pytest
 
 from tapelog import HeaderError, ProviderError
-from tapelog.llm import PROVIDERS, AnthropicWire, OpenAIWire, make_client
-from tapelog.llm._api import wire_for, wire_named
+from tapelog.llm import PROVIDERS, make_client
+from tapelog.llm._api import AnthropicWire, OpenAIWire, wire_for, wire_named
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
 from tapelog.log._api import LlmCallConfig
 

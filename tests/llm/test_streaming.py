@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from tapelog import ContextOverflowError, ProviderError
-from tapelog.llm import AnthropicWire, OpenAIWire
-from tapelog.llm._api import AbortHandle, assemble_message
+from tapelog.llm._api import AbortHandle, AnthropicWire, OpenAIWire, assemble_message
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
 from tapelog.llm._types import normalise_usage
 

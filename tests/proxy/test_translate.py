@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tapelog.llm import AnthropicWire, OpenAIWire
+from tapelog.llm._api import AnthropicWire, OpenAIWire
 from tapelog.log import decode, encode
 from tapelog.log._api import EpochHeader, FrozenList, LlmCallConfig, freeze
 from tapelog.proxy import Upstream

@@ -54,11 +54,12 @@ from tapelog.agent._turn import (
     turn_reason,
 )
 from tapelog.checker._api import RequestChecker, check_enabled
-from tapelog.llm import LlmRequest, ProviderClient, complete_config
+from tapelog.llm import LlmRequest, ProviderClient
 from tapelog.llm._api import (
     AbortHandle,
     BodyCache,
     client_wire,
+    complete_config,
     estimate_tokens,
     usage_prompt_tokens,
 )

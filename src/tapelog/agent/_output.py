@@ -41,8 +41,7 @@ from tapelog.agent._hooks import text_blocks
 from tapelog.agent._output_schema import OutputSchema, output_schema, strict_default, unfenced
 from tapelog.agent._tools import ToolOutcome, Toolset
 from tapelog.agent._turn import Outcome, final_text
-from tapelog.llm import complete_config
-from tapelog.llm._api import wire_identity
+from tapelog.llm._api import complete_config, wire_identity
 from tapelog.log._api import (
     EpochHeader,
     Event,

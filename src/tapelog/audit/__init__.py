@@ -7,30 +7,17 @@ views (:func:`report_parts`, :func:`report_html`, :class:`Timeline`, ...) are
 public so that ``tapelog serve`` renders its session pages with them.
 """
 
-from tapelog.audit._cache_report import (
-    CacheCause,
-    CacheReport,
-    CacheTotals,
-    RequestCache,
-    cache_report,
-)
-from tapelog.audit._diff import HeaderDiff, MessagesDiff, RequestDiff, request_diff
+from tapelog.audit._cache_report import CacheReport, cache_report
+from tapelog.audit._diff import RequestDiff, request_diff
 from tapelog.audit._report_html import render_report, report_html
 from tapelog.checker import check_request
 from tapelog.llm import encode_request
-from tapelog.request import build_request
 from tapelog.request._api import RebuiltRequest, rebuild_request_at, rebuild_requests
 
 __all__ = [
-    "CacheCause",
     "CacheReport",
-    "CacheTotals",
-    "HeaderDiff",
-    "MessagesDiff",
     "RebuiltRequest",
-    "RequestCache",
     "RequestDiff",
-    "build_request",
     "cache_report",
     "check_request",
     "encode_request",

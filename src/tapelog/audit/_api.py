@@ -5,6 +5,8 @@ that may import the audit layer takes these from here, the one private module of
 the package it may import (docs/architecture.md, tests/test_layout.py).
 """
 
+from tapelog.audit._cache_report import CacheTotals, RequestCache
+from tapelog.audit._diff import HeaderDiff
 from tapelog.audit._report_html import (
     ReportParts,
     ReportWindow,
@@ -18,9 +20,12 @@ from tapelog.audit._report_views import header_change, message_html
 from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
+    "CacheTotals",
+    "HeaderDiff",
     "ReportLinks",
     "ReportParts",
     "ReportWindow",
+    "RequestCache",
     "Timeline",
     "edit_sentence",
     "header_change",

@@ -29,8 +29,8 @@ from tapelog.cache._api import (
     openai_sources,
     provider_cache,
 )
-from tapelog.llm import AnthropicWire, LlmRequest, OpenAIWire
-from tapelog.llm._api import BodyCache, wire_for
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, concat_frozen
 
 __all__ = ["SegmentRenderer", "rule_for"]

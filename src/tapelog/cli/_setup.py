@@ -21,15 +21,14 @@ import httpx
 
 from tapelog.agent import CompactionPolicy
 from tapelog.emulator import Emulator
-from tapelog.llm import (
-    ProviderClient,
+from tapelog.llm import ProviderClient, make_client
+from tapelog.llm._api import (
     complete_config,
     default_model,
     known_providers,
-    make_client,
     provider_spec,
+    resolve_api_key,
 )
-from tapelog.llm._api import resolve_api_key
 from tapelog.log._api import LlmCallConfig, Session
 from tapelog.store import SessionStore, SessionWriter
 from tapelog.store._api import validate_session_id

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.audit import CacheTotals, RequestCache
+from tapelog.audit._api import CacheTotals, RequestCache
 from tapelog.export import _semconv as sc
 from tapelog.export._model import AttributeValue
 from tapelog.llm._api import usage_prompt_tokens

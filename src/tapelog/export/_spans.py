@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tapelog.audit import RequestCache, cache_report
+from tapelog.audit import cache_report
+from tapelog.audit._api import RequestCache
 from tapelog.export import _semconv as sc
 from tapelog.export._attributes import (
     cache_attributes,

@@ -14,19 +14,9 @@ transport registered for it (:func:`register_in_process_transport`).
 docs/providers.md documents every mapping and the facts behind it.
 """
 
-from tapelog.llm._anthropic_wire import AnthropicWire
-from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._presets import PRESETS
 from tapelog.llm._provider_file import load_providers
-from tapelog.llm._provider_registry import (
-    PROVIDERS,
-    complete_config,
-    default_model,
-    known_providers,
-    provider_spec,
-    register_provider,
-    unregister_provider,
-)
+from tapelog.llm._provider_registry import PROVIDERS, register_provider, unregister_provider
 from tapelog.llm._provider_spec import ProviderSpec
 from tapelog.llm._registry import encode_request, make_client
 from tapelog.llm._types import ProviderClient
@@ -35,18 +25,12 @@ from tapelog.request import LlmRequest
 __all__ = [
     "PRESETS",
     "PROVIDERS",
-    "AnthropicWire",
     "LlmRequest",
-    "OpenAIWire",
     "ProviderClient",
     "ProviderSpec",
-    "complete_config",
-    "default_model",
     "encode_request",
-    "known_providers",
     "load_providers",
     "make_client",
-    "provider_spec",
     "register_provider",
     "unregister_provider",
 ]

@@ -41,8 +41,7 @@ from hashlib import blake2b
 from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
-from tapelog.llm import AnthropicWire, OpenAIWire
-from tapelog.llm._api import wire_for
+from tapelog.llm._api import AnthropicWire, OpenAIWire, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain

@@ -24,8 +24,7 @@ from typing import Final
 from httpx_sse import ServerSentEvent
 
 from tapelog._errors import ProxyError
-from tapelog.llm import complete_config, provider_spec
-from tapelog.llm._api import ANTHROPIC_VERSION
+from tapelog.llm._api import ANTHROPIC_VERSION, complete_config, provider_spec
 from tapelog.log import register_secret
 from tapelog.log._api import LlmCallConfig
 from tapelog.proxy._types import Family

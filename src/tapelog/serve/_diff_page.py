@@ -15,8 +15,14 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any, Final
 
-from tapelog.audit import HeaderDiff, RequestDiff, encode_request, request_diff
-from tapelog.audit._api import ReportWindow, edit_sentence, header_sentence, message_html
+from tapelog.audit import RequestDiff, encode_request, request_diff
+from tapelog.audit._api import (
+    HeaderDiff,
+    ReportWindow,
+    edit_sentence,
+    header_sentence,
+    message_html,
+)
 from tapelog.log import encode
 from tapelog.request import LlmRequest
 from tapelog.serve._live import LiveSession
