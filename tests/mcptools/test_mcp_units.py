@@ -13,7 +13,8 @@ import pytest
 
 from tapelog import FrozenError, ToolError
 from tapelog.agent import SchemaTool, Tool, ToolOutcome, Toolset, tool
-from tapelog.log import encode, forget_secrets, redact
+from tapelog.log import encode, redact
+from tapelog.log._redact import forget_secrets
 from tapelog.mcp import McpError, McpServers, ServerSpec
 from tapelog.mcp._api import parse_server_option
 from tapelog.mcp._config import parse_config

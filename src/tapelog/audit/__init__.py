@@ -3,8 +3,8 @@
 The rebuild itself lives below the agent and the audit, in :mod:`tapelog.request`
 (and the checker in :mod:`tapelog.checker`); it is re-exported here, next to the
 cache report, the request diff and the HTML report built on it. The report's
-views (:func:`report_parts`, :func:`report_html`, :class:`Timeline`, ...) are
-public so that ``tapelog serve`` renders its session pages with them.
+views (``report_parts``, ``Timeline``, ...), which ``tapelog serve`` renders
+its session pages with, are in :mod:`tapelog.audit._api`.
 """
 
 from tapelog.audit._cache_report import CacheReport, cache_report

@@ -4,8 +4,7 @@
 and OpenAI cache rules) and the Anthropic Messages wire, answers from a script
 or a deterministic default policy, and reports cache usage by each provider's
 documented rule. The rules themselves live in :mod:`tapelog.cache` (pure
-functions over segment lists, shared with the cache audit) and are re-exported
-here for convenience. See docs/emulator.md.
+functions over segment lists, shared with the cache audit). See docs/emulator.md.
 """
 
 from tapelog.emulator._app import Emulator, ReceivedRequest

@@ -1,17 +1,16 @@
 """Provider adapters: pure wire serializers, streaming clients and the provider table.
 
 Two wire families (docs/providers.md): OpenAI-compatible chat completions
-(:class:`OpenAIWire`, dialects ``openai``, ``deepseek``, ``compatible``) and
-Anthropic Messages (:class:`AnthropicWire`). Serializing is a pure function of
-the request; the streaming clients send exactly those bytes and yield neutral
-chunks, which :func:`assemble_message` joins into the logged assistant message.
+(dialects ``openai``, ``deepseek``, ``compatible``) and Anthropic Messages.
+Serializing is a pure function of the request (:func:`encode_request`); the
+streaming clients (:func:`make_client`) send exactly those bytes and yield
+neutral chunks, which the loop joins into the logged assistant message.
 Providers beyond the built-in table (:data:`PROVIDERS`) are the shipped
 :data:`PRESETS` and any :func:`register_provider` or providers file
-(:func:`load_providers`) adds; their wire is recorded in the logged config
-(:func:`complete_config`), so their logs rebuild without them. A provider
-that answers inside this process (the emulator) is reached through the
-transport registered for it (:func:`register_in_process_transport`).
-docs/providers.md documents every mapping and the facts behind it.
+(:func:`load_providers`) adds; their wire is recorded in the logged config, so
+their logs rebuild without them. The wires, parsers and look-ups the other
+packages share are in :mod:`tapelog.llm._api`. docs/providers.md documents
+every mapping and the facts behind it.
 """
 
 from tapelog.llm._presets import PRESETS
