@@ -1,8 +1,5 @@
-"""The audit package's internal API: what other tapelog packages use of it, users do not.
-
-Users import the public names from :mod:`tapelog.audit` (docs/api.md). A package
-that may import the audit layer takes these from here, the one private module of
-the package it may import (docs/architecture.md, tests/test_layout.py).
+"""The report's views and row types that ``tapelog serve``, the CLI and the export reuse
+(internal: docs/architecture.md).
 """
 
 from tapelog.audit._cache_report import CacheTotals, RequestCache

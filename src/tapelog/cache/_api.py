@@ -1,8 +1,5 @@
-"""The cache package's internal API: what other tapelog packages use of it, users do not.
-
-Users import the public names from :mod:`tapelog.cache` (docs/api.md). A package
-that may import the cache layer takes these from here, the one private module of
-the package it may import (docs/architecture.md, tests/test_layout.py).
+"""The cache rules, segments and sources that the emulator's accounting and the
+cache audit share, so that the two cannot disagree (internal: docs/architecture.md).
 """
 
 from tapelog.cache._providers import provider_cache

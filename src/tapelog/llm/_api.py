@@ -1,8 +1,5 @@
-"""The llm package's internal API: what other tapelog packages use of it, users do not.
-
-Users import the public names from :mod:`tapelog.llm` (docs/api.md). A package
-that may import the llm layer takes these from here, the one private module of
-the package it may import (docs/architecture.md, tests/test_layout.py).
+"""The wires, stream parsers, provider look-ups and usage helpers that the agent, the
+checkers, the proxy and the CLI share (internal: docs/architecture.md).
 """
 
 from tapelog.llm._anthropic_stream import AnthropicStreamParser

@@ -1,8 +1,6 @@
-"""The log package's internal API: what other tapelog packages use of it, users do not.
-
-Users import the public names from :mod:`tapelog.log` (docs/api.md). A package
-that may import the log layer takes these from here, the one private module of
-the package it may import (docs/architecture.md, tests/test_layout.py).
+"""What the layers above the log share of it and users do not: the trusted and faithful
+freezes, the folds, the session's building blocks (docs/architecture.md, "Public and
+internal names"). The root package publishes the log's user-facing types from here.
 """
 
 from tapelog.log._canonical import encode_str, encode_trusted

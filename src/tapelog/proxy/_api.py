@@ -1,9 +1,4 @@
-"""The proxy package's internal API: what other tapelog packages use of it, users do not.
-
-Users import the public names from :mod:`tapelog.proxy` (docs/api.md). A package
-that may import the proxy layer takes these from here, the one private module of
-the package it may import (docs/architecture.md, tests/test_layout.py).
-"""
+"""The per-request summary ``tapelog proxy`` prints (internal: docs/architecture.md)."""
 
 from tapelog.proxy._summary import RequestSummary
 

@@ -1,8 +1,5 @@
-"""The request package's internal API: what other tapelog packages use of it, users do not.
-
-Users import the public names from :mod:`tapelog.request` (docs/api.md). A package
-that may import the request layer takes these from here, the one private module of
-the package it may import (docs/architecture.md, tests/test_layout.py).
+"""The rebuild, the walk's rows and its readings, for the checker, the audit and the
+export (internal: docs/architecture.md; users take them from ``tapelog.audit``).
 """
 
 from tapelog.request._rebuild import RebuiltRequest, rebuild_request_at, rebuild_requests

@@ -1,8 +1,5 @@
-"""The store package's internal API: what other tapelog packages use of it, users do not.
-
-Users import the public names from :mod:`tapelog.store` (docs/api.md). A package
-that may import the store layer takes these from here, the one private module of
-the package it may import (docs/architecture.md, tests/test_layout.py).
+"""Verification, raw session reads and id checks for the CLI, the proxy and the live
+view (internal: docs/architecture.md).
 """
 
 from tapelog.store._ids import validate_session_id
