@@ -32,6 +32,7 @@ from tapelog._errors import (
     SurfaceError,
     TapelogError,
     ToolError,
+    UndigestedEventsError,
 )
 from tapelog._version import __version__
 from tapelog.agent import Agent, Hooks, tool
@@ -92,6 +93,7 @@ __all__ = [
     "SurfaceError",
     "TapelogError",
     "ToolError",
+    "UndigestedEventsError",
     "__version__",
     "apply_header_delta",
     "canonical_header",

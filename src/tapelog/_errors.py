@@ -18,6 +18,7 @@ whole sentence that names what went wrong and, where there is one, the fix::
     │   ├── SessionLockedError              a second writer on one session
     │   ├── FormatVersionError              another format version on disk
     │   ├── CorruptLogError                 damaged stored data (names the line)
+    │   ├── UndigestedEventsError           resume refused: events no digest covers
     │   └── InvalidSessionIdError
     ├── ReconstructionError                 a request the log cannot explain
     │   └── ClientMismatchError             a client that does not speak the logged config
@@ -64,6 +65,7 @@ __all__ = [
     "SurfaceError",
     "TapelogError",
     "ToolError",
+    "UndigestedEventsError",
 ]
 
 
@@ -139,6 +141,11 @@ class CorruptLogError(StoreError):
     def __init__(self, message: str, *, line: int | None = None) -> None:
         self.line = line
         super().__init__(message)
+
+
+class UndigestedEventsError(StoreError):
+    """A resume was refused: whole events follow the session's last digest, which
+    no tapelog write leaves (``accept_undigested=True`` resumes anyway)."""
 
 
 class InvalidSessionIdError(StoreError, ValueError):

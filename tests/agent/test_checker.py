@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from tapelog import ReconstructionError
+from tapelog import ReconstructionError, Session
+from tapelog.agent import CompactionPolicy
 from tapelog.audit import check_request, rebuild_request_at, rebuild_requests
 from tapelog.checker._api import check_enabled
 from tapelog.emulator import Emulator
@@ -15,7 +17,7 @@ from tapelog.llm import LlmRequest
 from tapelog.llm._api import OpenAIWire
 from tapelog.log._api import freeze
 
-from ._harness import agent_on
+from ._harness import add, agent_on
 
 
 async def _logged_session() -> tuple[list, LlmRequest]:
@@ -101,3 +103,98 @@ def test_check_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert check_enabled(False) is False
     monkeypatch.setenv("TAPELOG_CHECK", "0")
     assert check_enabled() is False
+
+
+def _with_unanswered_calls(session: Session) -> None:
+    """What the old repair left after a torn tool/call line: an assistant message
+    asking for a tool call, then the step and turn closed without its result."""
+    turn = sum(1 for e in session.events if e.type == "turn/start")
+    session.append("turn/start", {"turn": turn})
+    session.append(
+        "user/message",
+        {"content": [{"type": "text", "text": "add"}], "source": {"kind": "user"}},
+        surface_op="append",
+    )
+    session.append("step/start", {"turn": turn, "step": 0})
+    session.append(
+        "assistant/message",
+        {
+            "turn": turn,
+            "step": 0,
+            "content": [{"type": "tool_call", "id": "lost", "name": "add", "arguments": "{}"}],
+            "source": {"provider": "deepseek", "model": "deepseek-chat"},
+        },
+        surface_op="append",
+    )
+    session.append("step/end", {"turn": turn, "step": 0})
+    session.append("turn/end", {"turn": turn, "reason": {"kind": "interrupted"}})
+
+
+async def test_a_request_with_unanswered_tool_calls_is_refused_before_it_leaves() -> None:
+    emulator = Emulator()
+    async with agent_on(emulator) as agent:
+        await agent.run("one")
+    _with_unanswered_calls(agent.session)
+    sent = len(emulator.received)
+    async with agent_on(emulator, session=agent.session, check=True) as again:
+        with pytest.raises(ReconstructionError, match=r"tool calls without their results \(lost\)"):
+            await again.run("two")
+    assert len(emulator.received) == sent  # the provider never saw it
+    end = [e for e in again.session.events if e.type == "step/end"][-1]
+    assert end.data["sent"] is False
+    assert "without their results" in end.data["error"]["message"]
+
+
+async def test_a_summary_call_with_unanswered_tool_calls_is_refused_before_it_leaves() -> None:
+    emulator = Emulator()
+    async with agent_on(emulator) as agent:
+        await agent.run("one")
+    _with_unanswered_calls(agent.session)
+    agent.inject("a note after it")  # so the region to summarise holds the unanswered call
+    sent = len(emulator.received)
+    policy = CompactionPolicy(keep_messages=1)
+    async with agent_on(emulator, session=agent.session, check=True, compaction=policy) as again:
+        with pytest.raises(ReconstructionError, match=r"summary request .* \(lost\)"):
+            await again.compact()
+    assert len(emulator.received) == sent
+    end = again.session.events[-1]
+    assert (end.type, end.data["sent"]) == ("compact/end", False)
+
+
+async def test_unchecked_the_same_request_is_the_providers_400() -> None:
+    """What the checker spares the user: the provider's refusal, on every later request."""
+    emulator = Emulator()
+    async with agent_on(emulator) as agent:
+        await agent.run("one")
+    _with_unanswered_calls(agent.session)
+    async with agent_on(emulator, session=agent.session, check=False) as again:
+        result = await again.run("two")
+    assert result.reason["error"]["status"] == 400
+    assert "must be followed by tool messages" in result.reason["error"]["message"]
+
+
+async def test_the_pairing_check_scans_only_what_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's check costs what is new: the rule is not re-run over the whole history."""
+    import tapelog.checker._checker as checker_module
+
+    scanned: list[int] = []
+    rule = checker_module.unanswered_tool_calls
+
+    def counting(messages: Any) -> list[str]:
+        listed = list(messages)
+        scanned.append(len(listed))
+        return rule(listed)
+
+    monkeypatch.setattr(checker_module, "unanswered_tool_calls", counting)
+    calls = {"tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": 2}'}]}
+    emulator = Emulator(script=[calls, {"text": "3"}] * 6)
+    async with agent_on(emulator, tools=[add], check=True) as agent:
+        for n in range(6):
+            await agent.run(f"add, round {n}")
+    history = len(agent.session.derive_messages())
+    assert len(scanned) == 12
+    assert history == 24
+    # the first check sees the whole (short) history, later ones what was appended
+    assert max(scanned[1:]) <= 3, scanned
+    # ... and every message of the last request was scanned once (all but the final answer)
+    assert sum(scanned) == history - 1, scanned

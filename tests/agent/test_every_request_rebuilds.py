@@ -152,6 +152,38 @@ async def test_a_listener_that_raises_on_step_start_sends_nothing(tmp_path: Path
     assert_log_explains(agent.session, emulator, tmp_path)
 
 
+async def test_a_listener_that_raises_on_a_tool_calling_answer_leaves_no_call_unanswered(
+    tmp_path: Path,
+) -> None:
+    """The answer is logged, its tool/call events never are: the step's early end
+    must still answer the calls, or every later request of the session is refused."""
+    emulator = Emulator(
+        script=[
+            {"tool_calls": [{"name": "add", "arguments": '{"a": 1, "b": 2}'}]},
+            {"text": "fine"},
+        ]
+    )
+    failed: list[int] = []
+    async with agent_on(emulator, tools=[add]) as agent:
+
+        def listener(event: Event) -> None:
+            if event.type == "assistant/message" and not failed:
+                failed.append(event.seq)
+                raise _Boom("the store listener failed")
+
+        agent.session.subscribe(listener)
+        with pytest.raises(_Boom):
+            await agent.run("add")
+        result = await agent.run("again")
+    assert result.reason["kind"] == "completed"
+    assert [r.status for r in emulator.received] == [200, 200]
+    (call,) = [e for e in agent.session.events if e.type == "tool/call"]
+    (answer,) = [e for e in agent.session.events if e.type == "tool/result"]
+    assert answer.source_seqs == [call.seq]
+    assert answer.data["error"] == {"kind": "unanswered"}
+    assert_log_explains(agent.session, emulator, tmp_path)
+
+
 async def test_an_abort_before_the_send_is_not_a_request(tmp_path: Path) -> None:
     holder: dict[str, Agent] = {}
     emulator = Emulator()

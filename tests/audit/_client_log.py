@@ -2,7 +2,7 @@
 
 :class:`ClientLog` takes what a client sends (model, options, system, tools and
 its whole message list) and appends the events the proxy writes for it, with
-the public log API only: one turn with one step per request; the header through
+the public log API only: one turn with one step (step 1) per request; the header through
 :class:`HeaderRecorder` (snapshot, delta, or ``fallback``); messages the log
 does not have yet appended (``user/message`` with source kind ``client``); and,
 when the client sent an earlier message differently, one surface ``replace``
@@ -91,13 +91,13 @@ class ClientLog:
         self.turn += 1
         s.append("turn/start", {"turn": turn})
         self._sync(messages, turn)
-        s.append("step/start", {"turn": turn, "step": 0})
+        s.append("step/start", {"turn": turn, "step": 1})
         config = LlmCallConfig(provider=self.provider, model=model, **options)
         self.recorder.record(EpochHeader(config=config, system=system, tools=list(tools)))
         source = {"provider": self.provider, "model": model}
-        data = {"turn": turn, "step": 0, "content": answer["content"], "source": source}
+        data = {"turn": turn, "step": 1, "content": answer["content"], "source": source}
         s.append("assistant/message", {**data, "usage": dict(usage)}, surface_op="append")
-        s.append("step/end", {"turn": turn, "step": 0})
+        s.append("step/end", {"turn": turn, "step": 1})
         s.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
         self.requests += 1
         return self.requests
@@ -125,14 +125,14 @@ class ClientLog:
             source = {"provider": self.provider, "model": "client"}
             return "assistant/message", {
                 "turn": turn,
-                "step": 0,
+                "step": 1,
                 "content": content,
                 "source": source,
             }
         (block,) = content
         return "tool/result", {
             "turn": turn,
-            "step": 0,
+            "step": 1,
             "call_id": block["tool_call_id"],
             "content": block["content"],
             "is_error": block["is_error"],

@@ -234,6 +234,33 @@ class StoreConformance:
         with pytest.raises(SessionExistsError, match="session twice already exists"):
             store.create(Session("twice"))
 
+    def test_a_reserved_new_id_is_locked_until_created_or_released(
+        self, store: SessionStore, tmp_path: Path
+    ) -> None:
+        other = self.make_store(tmp_path)
+        reservation = store.reserve("booked")
+        assert reservation is not None
+        assert not store.exists("booked")
+        with pytest.raises(SessionLockedError, match="session booked is open for writing by"):
+            other.reserve("booked")
+        with pytest.raises(SessionLockedError, match="session booked is open for writing by"):
+            other.create(Session("booked"))
+        reservation.release()
+        reservation.release()  # idempotent
+        reservation = other.reserve("booked")
+        assert reservation is not None
+        session = Session("booked")
+        with other.create(session, reservation=reservation):
+            assert not reservation.held  # create took the lock over
+            session.append("turn/start", {"turn": 1})
+            with pytest.raises(SessionLockedError, match="session booked is open for writing"):
+                store.reserve("booked")
+        reservation.release()  # a no-op now: the writer released it
+        assert store.reserve("booked") is None  # stored: open it instead
+        resumed, writer = store.open("booked")
+        writer.close()
+        assert len(resumed) == 2  # the turn/start and its digest
+
     def test_one_writer_per_session(self, store: SessionStore, tmp_path: Path) -> None:
         session = Session("solo")
         writer = store.create(session)

@@ -8,6 +8,7 @@ bodies it received can be compared with ``tapelog requests --out``.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,3 +257,55 @@ def test_chat_stores_its_turns_in_postgres(pg: tuple[str, PostgresStore]) -> Non
         "completed",
         "completed",
     ]
+
+
+@pytest.mark.parametrize(
+    "userinfo",
+    [
+        "alice:s3cr/etpw",  # libpq ends the authority at the '/': 's3cr' became a port
+        "alice:s3cr@etpw",  # libpq ends the user part at the first '@': 'etpw@...' a host
+        "alice:Zq9/Xk2@Wv7",
+    ],
+)
+def test_an_unencoded_slash_or_at_in_the_password_shows_no_part_of_it(userinfo: str) -> None:
+    password = userinfo.partition(":")[2]
+    pieces = {p for p in re.split(r"[/@]", password) if p} | {password}
+    url = f"postgresql://{userinfo}@localhost:5/db"
+    for args, env in ((["--store", url], None), ([], {"TAPELOG_STORE": url})):
+        result = tapelog("sessions", *args, env=env)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(
+            "error: the PostgreSQL URL's user or password holds an unencoded '/' or '@'"
+        )
+        assert result.stderr.count("\n") == 1
+        assert not [p for p in pieces if p in result.stderr], result.stderr
+    encoded = urllib.parse.quote(password, safe="")
+    assert PostgresStore(f"postgresql://alice:{encoded}@localhost:5/db")  # encoded: accepted
+
+
+def test_a_libpq_keyword_string_is_a_postgres_store_not_a_directory(
+    pg_conninfo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    schema = schema_for(tmp_path)
+    spec = f"{pg_conninfo} schema={schema}"  # e.g. 'host=/tmp/... dbname=postgres ...'
+    assert spec.startswith(("host=", "user=", "dbname="))
+    try:
+        ran = tapelog(
+            "run", "hello", "--session", "kw", "--tools", "none", "--provider", "emulator",
+            "--store", spec,
+        )  # fmt: skip
+        assert ran.exit_code == 0, ran.output
+        assert PostgresStore(pg_conninfo, schema=schema).exists("kw")
+        assert list(work.iterdir()) == []  # no directory named after the string
+        listed = tapelog("sessions", "--store", spec)
+        assert "kw" in listed.stdout
+    finally:
+        drop_schema(pg_conninfo, schema)
+    bad = tapelog("sessions", "--store", "host=/nonexistent-dir dbname=x user=y")
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("error: could not connect to the store at ")
+    assert bad.stderr.count("\n") == 1
+    assert list(work.iterdir()) == []

@@ -168,14 +168,16 @@ def test_an_empty_file_an_older_tapelog_left_is_a_session_never_started(tmp_path
 # --- messages (item 17) --------------------------------------------------------------
 
 
-def test_the_loser_of_a_create_race_is_told_another_writer_created_it(
+def test_a_session_created_just_before_the_lock_was_taken_is_reported_as_existing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = JsonlStore(tmp_path)
     acquire = lock_module.WriteLock.acquire
 
     def winner_first(path: Path, session_id: str) -> lock_module.WriteLock:
-        # another process creates the same id between this one's check and its lock
+        # another process creates (and closes) the same id just before this one locks;
+        # create looks for the session under the lock, so it sees it (while the other
+        # holds the lock it is refused by it: tests/store/test_create_race.py)
         monkeypatch.setattr(lock_module.WriteLock, "acquire", acquire)
         with JsonlStore(tmp_path).create(Session(session_id)):
             pass
@@ -185,10 +187,10 @@ def test_the_loser_of_a_create_race_is_told_another_writer_created_it(
     with pytest.raises(SessionExistsError) as info:
         store.create(Session("race"))
     assert str(info.value) == (
-        f"session race was stored at {store.path('race')} by another writer while this one "
-        "was creating it (two processes created the same id at once); open it to append, "
+        f"session race already exists in the store at {tmp_path}; open it to append, "
         "or choose another id"
     )
+    assert verify_jsonl(store.path("race").read_bytes(), expected_id="race").ok
 
 
 def _disk_full(monkeypatch: pytest.MonkeyPatch, *, after: int) -> None:
@@ -269,3 +271,69 @@ def test_run_on_a_full_disk_says_the_unwritten_events_are_lost(
     assert f"events of session d to {path}: No space left on device" in line
     assert "and the writer is closing, so they are lost" in line
     assert "flush again" not in line
+
+
+def _fsync_fails_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Fail the first ``fsync`` of a writer's flush with EIO (a flaky disk), as
+    ``os.fsync`` itself fails; the list it returns holds the failed fd."""
+    fsync, write = os.fsync, jsonl_module.JsonlWriter._write
+    failed: list[int] = []
+    flushing: list[bool] = []
+
+    def flaky(fd: int) -> None:
+        if flushing and not failed:
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        fsync(fd)
+
+    def writing(self: jsonl_module.JsonlWriter, lines: list[bytes]) -> None:
+        flushing.append(True)
+        write(self, lines)
+
+    monkeypatch.setattr(os, "fsync", flaky)
+    monkeypatch.setattr(jsonl_module.JsonlWriter, "_write", writing)
+    return failed
+
+
+def test_a_failed_flush_that_a_later_flush_stored_says_so_when_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = JsonlStore(tmp_path)
+    session = Session("eio")
+    writer = store.create(session)
+    failed = _fsync_fails_once(monkeypatch)
+    _turn(session, 1)
+    with pytest.raises(StoreError) as info:
+        writer.flush()
+    assert failed
+    path = store.path("eio")
+    assert str(info.value).startswith(
+        f"could not write 4 events of session eio to {path}: Input/output error; none of "
+        "the 4 events was stored; the stored session still ends before its first event"
+    )
+    writer.close()  # the closing flush stores them
+    assert str(info.value) == (
+        f"could not write 4 events of session eio to {path}: Input/output error; a later "
+        "flush stored them after all: the stored session ends after seq 4, nothing is missing"
+    )
+    assert verify_jsonl(path.read_bytes(), expected_id="eio").ok
+
+
+def test_run_after_an_fsync_error_reports_what_is_stored_at_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed = _fsync_fails_once(monkeypatch)
+    ran = CliRunner().invoke(
+        cli,
+        ["run", "hello", "--session", "eio", "--tools", "none", "--store", str(tmp_path)],
+        obj={"debug": False},
+    )
+    assert failed
+    assert ran.exit_code == 2, ran.output
+    (line,) = [x for x in ran.stderr.splitlines() if x.startswith("error: ")]
+    assert "Input/output error" in line
+    assert "none of the" not in line
+    assert "a later flush stored them after all" in line
+    store = JsonlStore(tmp_path)
+    assert verify_jsonl(store.path("eio").read_bytes(), expected_id="eio").ok
+    assert store.load("eio").undigested == 0

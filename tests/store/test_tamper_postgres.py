@@ -18,12 +18,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tapelog import CorruptLogError, Session
+from tapelog import CorruptLogError, Session, UndigestedEventsError
 from tapelog.log import decode
 from tapelog.store import JsonlStore, PostgresStore
 from tapelog.store._api import verify_jsonl
 
 from .test_postgres import drop_schema, pg_conninfo, schema_for
+from .test_undigested import FORGED, forged_line
 
 __all__ = ["pg_conninfo"]  # the imported fixture, shared with test_postgres.py
 
@@ -97,6 +98,37 @@ def test_an_edited_row_fails_verify_and_load(store: PostgresStore) -> None:
     ]
     with pytest.raises(CorruptLogError, match=r"line 5 \(seq 3\): the digest does not match"):
         store.load("pg-e")
+
+
+def test_a_row_added_after_the_last_digest_stops_a_resume_until_accepted(
+    store: PostgresStore,
+) -> None:
+    session = Session("pg-u", created=5)
+    with store.create(session):
+        _turn(session, 1)
+    stored = len(session)
+    with psycopg.connect(store.conninfo, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("INSERT INTO {}.events (session_id, seq, line) VALUES (%s, %s, %s)").format(
+                sql.Identifier(store.schema)
+            ),
+            ("pg-u", stored, forged_line(stored).rstrip(b"\n")),
+        )
+    loaded = store.load("pg-u")
+    assert loaded.undigested == 1
+    note = loaded.undigested_note()
+    assert note is not None
+    assert note.startswith(
+        f"session pg-u: 1 event (seq {stored}) after the last digest (seq {stored - 1})"
+    )
+    assert not verify_jsonl(store.session_bytes("pg-u"), expected_id="pg-u").ok
+    with pytest.raises(UndigestedEventsError, match="--accept-undigested"):
+        store.open("pg-u")
+    resumed, writer = store.open("pg-u", accept_undigested=True)  # the lock was released
+    writer.close()
+    assert resumed.events[stored].data["content"][0]["text"] == FORGED
+    assert resumed.events[-1].type == "log/digest"
+    assert verify_jsonl(store.session_bytes("pg-u"), expected_id="pg-u").ok
 
 
 def test_threads_appending_while_a_postgres_writer_flushes_lose_nothing(

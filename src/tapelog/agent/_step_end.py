@@ -3,8 +3,10 @@
 A step ends with ``step/end`` in every case. Before it, in this order: an
 ``assistant/message`` if the step has none yet (every step logs exactly one:
 an empty, interrupted one when no answer came), an error ``tool/result`` for
-each tool call the step logged without a result (a history with an unanswered
-call is refused by every provider), and the context injected while the step
+each tool call the step logged, or its answer asked for, without a result
+(``tapelog.log.answer_open_calls``, which logs the ``tool/call`` first when
+only the answer names it: a history with an unanswered call is refused by
+every provider), and the context injected while the step
 was in flight (:meth:`Agent.inject` waits for the step's results, so it never
 lands between a tool call and its result). A step whose request never left
 (a hook, listener, flush or the checker failed, or an abort came first) says
@@ -16,13 +18,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.log._api import Event, FrozenList, Session, answer_call
+from tapelog.log._api import Event, FrozenList, OpenCall, Session, ToolLedger, answer_open_calls
 
 __all__ = ["UNANSWERED_TOOL_RESULT", "close_step", "error_of", "open_step_events"]
 
 UNANSWERED_TOOL_RESULT = (
     "error: the step ended before this tool call got a result (the tool may or may not have run)"
 )
+
+
+def _unanswered(call: OpenCall) -> str:
+    return UNANSWERED_TOOL_RESULT
 
 
 def error_of(exc: BaseException | str) -> dict[str, str]:
@@ -67,10 +73,10 @@ def close_step(
             {"turn": turn, "step": step, "content": [], "source": source, "interrupted": True},
             surface_op="append",
         )
-    answered = {e.data["call_id"] for e in after if e.type == "tool/result"}
-    for call in (e for e in after if e.type == "tool/call"):
-        if call.data["call_id"] not in answered:
-            answer_call(session, call, UNANSWERED_TOOL_RESULT, "unanswered")
+    # the calls the step logged, and those only its answer names (a listener
+    # raised before their tool/call events were logged)
+    calls = ToolLedger().observe_all(after).open_calls()
+    answer_open_calls(session, start, calls, kind="unanswered", content=_unanswered)
     while context:
         content, kind = context.pop(0)
         session.append(

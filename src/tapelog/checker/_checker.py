@@ -13,6 +13,14 @@ wire format chosen from the rebuilt config alone (``wire_for``). Each check
 folds the events logged since the last one and encodes only the messages that
 are new, so a check costs what is new, not the session's length
 (``bench/bench_loop.py`` measures it). That is what lets it be on by default.
+
+It also refuses a request the log does explain but no provider accepts: one
+holding an assistant message whose tool calls are not all answered before the
+next other message (``tapelog.log.unanswered_tool_calls``, the rule repair and
+``verify`` keep on the log). Such a log is a bug or damage, and the provider's
+400 would come back on every later request; refused here, the step ends
+unsent and the log says why. The audit proxy turns this off
+(``tool_pairs=False``): it carries other agents' requests as they are.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Any
 from tapelog._errors import ReconstructionError
 from tapelog.checker._compare import differences, first_message_difference, mismatch_error
 from tapelog.llm._api import BodyCache, WireFormat, wire_for
-from tapelog.log._api import Event, History, LogFold, Session
+from tapelog.log._api import Event, History, LogFold, Session, unanswered_tool_calls
 from tapelog.request import LlmRequest, build_request, summary_request
 from tapelog.request._api import compaction_inputs, rebuild_request_at
 
@@ -49,8 +57,9 @@ def check_enabled(explicit: bool | None = None, *, default: bool = True) -> bool
 class RequestChecker:
     """The shadow rebuild of one session's requests (see the module docstring)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, *, tool_pairs: bool = True) -> None:
         self._session = session
+        self._tool_pairs = tool_pairs
         self._fold = LogFold()
         self._loop_cache = BodyCache()
         self._one_shot_cache = BodyCache()
@@ -154,9 +163,41 @@ class RequestChecker:
             self._verified = 0  # a one-shot: the next loop check starts over
         return index
 
+    def _check_tool_pairs(self, rebuilt: LlmRequest, history: History | None) -> None:
+        """Refuse a request that holds tool calls without their results.
+
+        Only the messages the last check did not see are scanned when the
+        history only grew since (that check found every call answered by its
+        end, so the scan starts from nothing pending); otherwise all of them,
+        the header's prefix first.
+        """
+        if not self._tool_pairs:
+            return
+        prefix = rebuilt.header.prefix
+        if (
+            self._verified
+            and history is not None
+            and self._last_history is not None
+            and history.extends(self._last_history)
+            and prefix == self._last_prefix
+        ):
+            messages: Sequence[Any] = rebuilt.messages[self._verified :]
+        else:
+            messages = [*prefix, *rebuilt.messages]
+        unanswered = unanswered_tool_calls(messages)
+        if unanswered:
+            raise ReconstructionError(
+                f"{_what(rebuilt)} would hold tool calls without their results "
+                f"({', '.join(unanswered)}): every provider refuses such a request, so it is "
+                "not sent; the log has an assistant message whose tool calls were never "
+                "answered (`tapelog verify` says where)"
+            )
+
     def check(self, request: LlmRequest, body: bytes) -> None:
-        """Raise :class:`ReconstructionError` unless the log explains ``request`` and ``body``."""
+        """Raise :class:`ReconstructionError` unless the log explains ``request`` and
+        ``body``, or the request holds tool calls without their results."""
         rebuilt, history = self._rebuild(request)
+        self._check_tool_pairs(rebuilt, history)
         wire = wire_for(rebuilt.config)
         cache = self._one_shot_cache if request.one_shot else self._loop_cache
         parts = wire.encode_parts(rebuilt, cache=cache)
@@ -169,6 +210,12 @@ class RequestChecker:
         problems = differences(rebuilt, request, expected_body, body, message_index=index)
         if problems:
             raise mismatch_error(request, problems)
+
+
+def _what(request: LlmRequest) -> str:
+    anchor = request.boundary_seq
+    kind = "the compaction summary request" if request.one_shot else "the request"
+    return f"{kind} anchored at seq {anchor}"
 
 
 def same_bytes(body: bytes, parts: Sequence[bytes | bytearray]) -> bool:

@@ -119,6 +119,14 @@ def _agent_options(func: Any) -> Any:
                 "and the shell (in the session prefix; changes are logged as context messages)."
             ),
         ),
+        click.option(
+            "--accept-undigested",
+            is_flag=True,
+            help=(
+                "Resume a session whose last events follow its last digest (another program "
+                "added them, or a crash cut a write); look at them first (docs/security.md)."
+            ),
+        ),
         providers_option,
         store_option,
     ]
@@ -182,7 +190,10 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
     _check_base_url(opts["base_url"])
     specs = mcp_specs(opts["mcp_config"], opts["mcp"])  # a bad config: one line, nothing stored
     store = open_store(opts["store"])
-    session, writer, resumed = open_session(store, opts["session_id"])
+    session, writer, reservation = open_session(
+        store, opts["session_id"], accept_undigested=opts["accept_undigested"]
+    )
+    resumed = writer is not None
     servers = None
     try:
         setup = resolve_provider(
@@ -212,7 +223,7 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
                         err=True,
                     )
                     raise click.exceptions.Exit(1) from None
-            writer = store.create(session)
+            writer = store.create(session, reservation=reservation)
         agent = Agent(
             session,
             setup.client,
@@ -234,6 +245,8 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
     finally:
         if servers is not None:
             await servers.aclose()
+        if reservation is not None:
+            reservation.release()  # unless create took it over
         if writer is not None:
             writer.close()
 

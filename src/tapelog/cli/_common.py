@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -37,13 +38,26 @@ def store_option(func: F) -> F:
     )(func)
 
 
+_PRIVATE_FILE = 0o600
+
+
 def write_output(path: Path, data: bytes, *, mkdir: bool = False) -> None:
     """Write a file the user named (with its directory when ``mkdir``); a path
-    that cannot be written is one line naming it and what to do."""
+    that cannot be written is one line naming it and what to do.
+
+    What is written (a report, OTel spans, request bodies) holds prompts and
+    answers, so a regular file is left owner-only (0600) whatever the umask,
+    like the store's own files (docs/security.md, "Terminal and files"); a new
+    directory is 0700. A device or pipe named as the output keeps its mode.
+    """
     try:
         if mkdir:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        with open(os.open(path, flags, _PRIVATE_FILE), "wb") as out:
+            if stat.S_ISREG(os.fstat(out.fileno()).st_mode):
+                os.fchmod(out.fileno(), _PRIVATE_FILE)  # an older file, or a wide umask
+            out.write(data)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             hint = "create its directory first, or give another path"

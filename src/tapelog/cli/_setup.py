@@ -20,6 +20,7 @@ import click
 import httpx
 
 from tapelog.agent import CompactionPolicy
+from tapelog.cli._terminal import terminal_text
 from tapelog.emulator import Emulator
 from tapelog.llm import ProviderClient, make_client
 from tapelog.llm._api import (
@@ -30,25 +31,34 @@ from tapelog.llm._api import (
     resolve_api_key,
 )
 from tapelog.log._api import LlmCallConfig, Session
-from tapelog.store import SessionStore, SessionWriter
+from tapelog.store import Reservation, SessionStore, SessionWriter
 from tapelog.store._api import validate_session_id
 
 __all__ = ["ProviderSetup", "check_api_key", "open_session", "resolve_provider"]
 
 
 def open_session(
-    store: SessionStore, session_id: str | None
-) -> tuple[Session, SessionWriter | None, bool]:
+    store: SessionStore, session_id: str | None, *, accept_undigested: bool = False
+) -> tuple[Session, SessionWriter | None, Reservation | None]:
     """Resume ``session_id`` when it is stored (with its writer), else a new
-    in-memory session (writer ``None``: the caller stores it once ready)."""
-    if session_id is not None and store.exists(session_id):
-        session, writer = store.open(session_id)
-        for warning in writer.warnings:
-            click.echo(f"warning: {warning}", err=True)
-        return session, writer, True
+    in-memory session (writer ``None``: the caller stores it once ready, with
+    ``store.create(session, reservation=...)``).
+
+    A new id is reserved at once (its write lock taken), so a second process
+    starting the same new id meanwhile is refused as "open for writing by
+    another process (pid N)". A resume refuses events after the last digest
+    unless ``accept_undigested`` (``SessionStore.open``); what it had to
+    tolerate is printed, one line each."""
+    reservation = None
     if session_id is not None:
         validate_session_id(session_id)
-    return Session(session_id, cwd=os.getcwd()), None, False
+        reservation = store.reserve(session_id)
+        if reservation is None:
+            session, writer = store.open(session_id, accept_undigested=accept_undigested)
+            for warning in writer.warnings:
+                click.echo(f"warning: {terminal_text(warning)}", err=True)
+            return session, writer, None
+    return Session(session_id, cwd=os.getcwd()), None, reservation
 
 
 @dataclass

@@ -84,7 +84,8 @@ def _load_target(target: str, store: str | None) -> LoadedSession:
     else:
         assert session_id is not None
         loaded = open_store(store).load(session_id)
-    for warning in loaded.warnings:
+    note = loaded.undigested_note()
+    for warning in (*loaded.warnings, *([note] if note else [])):
         click.echo(f"warning: {terminal_text(warning)}", err=True)
     return loaded
 

@@ -26,11 +26,12 @@ from tapelog.log._header import (
     fold_request_header,
     header_from_json,
 )
+from tapelog.log._pairing import OpenCall, ToolLedger, unanswered_tool_calls
 from tapelog.log._projection import derive_event_message
 from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import has_secrets, secret_prefix_length
-from tapelog.log._repair import answer_call, repair_interrupted
-from tapelog.log._session import Session, SessionEvents, SessionInfo, new_session_id, open_turn_at
+from tapelog.log._repair import answer_open_calls, plan_repair, repair_interrupted
+from tapelog.log._session import Session, SessionEvents, SessionInfo, new_session_id
 
 __all__ = [
     "SESSION_FORMAT_VERSION",
@@ -42,10 +43,12 @@ __all__ = [
     "History",
     "LlmCallConfig",
     "LogFold",
+    "OpenCall",
     "Session",
     "SessionEvents",
     "SessionInfo",
-    "answer_call",
+    "ToolLedger",
+    "answer_open_calls",
     "apply_header_delta",
     "canonical_header",
     "chunk_kind",
@@ -63,9 +66,10 @@ __all__ = [
     "has_secrets",
     "header_from_json",
     "new_session_id",
-    "open_turn_at",
     "paused_gc",
+    "plan_repair",
     "repair_interrupted",
     "secret_prefix_length",
     "thaw",
+    "unanswered_tool_calls",
 ]

@@ -1,6 +1,7 @@
 """One client request on its session: what is logged before the send and after.
 
-The structure is the loop's, with one turn per client request::
+The structure is the loop's, with one turn per client request and one step in
+it, numbered 1 (as the loop numbers its first step)::
 
     turn/start
     [tool/result {"kind": "unanswered"} for tool calls the client dropped, then]
@@ -12,14 +13,18 @@ The structure is the loop's, with one turn per client request::
     request/header | request/header-delta   (HeaderRecorder, only on change)
     assistant/chunk ...            (every piece the upstream streamed)
     assistant/message              (assembled; empty and interrupted on failure)
+    tool/call ...                  (one per call of the answer, in the model's order)
     step/end
     turn/end {"kind": completed | tool_calls | max_tokens | error | aborted}
 
-A ``tool_calls`` turn hands the calls to the client: their results arrive as
-``tool/result`` events at the start of the client's next request (before its
-``step/start``, so every request holds each call with its result). A replace
-needs a message that is not a tool result to take the place of the old ones
-(a ``tool/result`` may only replace a single ``tool/result``), so it starts at
+A ``tool_calls`` turn hands the calls to the client: its ``tool/call`` events
+stay open past the ``step/end`` (the proxy runs no tools), and their results
+arrive as ``tool/result`` events at the start of the client's next request
+(before its ``step/start``, so every request holds each call with its
+result). A call the client drops is answered with an ``unanswered`` error
+result that names the ``tool/call`` in ``source_seqs``. A replace needs a
+message that is not a tool result to take the place of the old ones (a
+``tool/result`` may only replace a single ``tool/result``), so it starts at
 the last such message at or before the first change.
 """
 
@@ -36,8 +41,10 @@ from tapelog.log._api import EpochHeader, Event, FrozenDict, History
 from tapelog.proxy._sessions import SessionState
 from tapelog.request import build_request
 
-__all__ = ["Exchange", "Plan", "plan_messages", "unanswered_calls"]
+__all__ = ["STEP", "Exchange", "Plan", "plan_messages", "unanswered_calls"]
 
+STEP = 1
+"""The number of a proxied turn's one step: steps are numbered from 1, as the loop's."""
 _CLIENT_SOURCE = {"kind": "client"}
 _UNANSWERED = (
     "error: the client did not send a result for this tool call; the conversation went on "
@@ -152,16 +159,16 @@ class Exchange:
         session.append("turn/start", {"turn": self.turn})
         self.started = True
         if plan.replace_seq is not None:
-            for call_id in state.pending:
-                self._close_call(call_id)
-            state.pending = []
+            for call_id, call_seq in state.pending.items():
+                self._close_call(call_id, call_seq)
+            state.pending = {}
         for i in range(plan.start, len(client)):
             op: Any = "append"
             if plan.replace_seq is not None and i == plan.start:
                 op = {"op": "replace", "start": plan.replace_seq, "end": session.surface[-1]}
             self._log_message(client[i], op)
         nodes = session.history()
-        self.boundary = session.append("step/start", {"turn": self.turn, "step": 0})
+        self.boundary = session.append("step/start", {"turn": self.turn, "step": STEP})
         # Offered -> logged -> folded -> sent: the upstream gets the header as the
         # session's fold returns it, never the value offered to the log.
         self.header_event = state.recorder.record(self.header)
@@ -175,18 +182,20 @@ class Exchange:
             state.checker.check(request, body)
         return request, body
 
-    def _close_call(self, call_id: str) -> None:
+    def _close_call(self, call_id: str, call_seq: int | None) -> None:
         """Answer a call the client dropped before the replace shadows it (a log
-        must never hold a call without its result)."""
+        must never hold a call without its result). ``call_seq``: its
+        ``tool/call`` (``None`` in a log from before the proxy logged them)."""
         data = {
             "turn": self.turn,
-            "step": 0,
+            "step": STEP,
             "call_id": call_id,
             "content": _UNANSWERED,
             "is_error": True,
             "error": {"kind": "unanswered"},
         }
-        self.state.session.append("tool/result", data, surface_op="append")
+        seqs = None if call_seq is None else [call_seq]
+        self.state.session.append("tool/result", data, surface_op="append", source_seqs=seqs)
 
     def _log_message(self, message: FrozenDict, op: Any) -> Event:
         session = self.state.session
@@ -194,11 +203,10 @@ class Exchange:
         if role == "tool":
             block = content[0]
             call_id = block["tool_call_id"]
-            if call_id in self.state.pending:
-                self.state.pending.remove(call_id)
+            self.state.pending.pop(call_id, None)
             data: dict[str, Any] = {
                 "turn": self.turn,
-                "step": 0,
+                "step": STEP,
                 "call_id": call_id,
                 "content": block["content"],
                 "is_error": block["is_error"],
@@ -207,7 +215,7 @@ class Exchange:
         if role == "assistant":
             data = {
                 "turn": self.turn,
-                "step": 0,
+                "step": STEP,
                 "content": content,
                 "source": {**self.source, **_CLIENT_SOURCE},
             }
@@ -227,7 +235,9 @@ class Exchange:
 
     def chunk(self, chunk: FrozenDict) -> None:
         """Log one piece of the upstream's answer."""
-        self.state.session.append("assistant/chunk", {"turn": self.turn, "step": 0, "chunk": chunk})
+        self.state.session.append(
+            "assistant/chunk", {"turn": self.turn, "step": STEP, "chunk": chunk}
+        )
         self.chunks.append(chunk)
 
     def finish(
@@ -250,7 +260,7 @@ class Exchange:
         content = [b for b in assembled.content if not (cut and b["type"] == "tool_call")]
         data: dict[str, Any] = {
             "turn": self.turn,
-            "step": 0,
+            "step": STEP,
             "content": content if ok else [],
             "source": self.source,
         }
@@ -259,7 +269,8 @@ class Exchange:
         if not ok:
             data["interrupted"] = True
         self.message = session.append("assistant/message", data, surface_op="append")
-        step: dict[str, Any] = {"turn": self.turn, "step": 0}
+        calls = self._log_calls(data["content"])
+        step: dict[str, Any] = {"turn": self.turn, "step": STEP}
         if not sent:
             step["sent"] = False
         if error is None and not ok and aborted is None:
@@ -267,7 +278,6 @@ class Exchange:
         if error is not None:
             step["error"] = error
         session.append("step/end", step)
-        calls = [b["id"] for b in data["content"] if b["type"] == "tool_call"]
         state.pending = calls
         if aborted is not None:
             reason: dict[str, Any] = {"kind": "aborted", "by": aborted}
@@ -282,3 +292,21 @@ class Exchange:
         end = session.append("turn/end", {"turn": self.turn, "reason": reason})
         self.reason = end.data["reason"]  # as logged: secrets redacted
         return end
+
+    def _log_calls(self, content: Sequence[FrozenDict]) -> dict[str, int | None]:
+        """One ``tool/call`` per call of the answer, in the model's order, as the
+        loop logs them; the client runs them and sends the results with its next
+        request. The calls by id, each with its ``tool/call``'s seq."""
+        session = self.state.session
+        calls: dict[str, int | None] = {}
+        for block in content:
+            if block["type"] == "tool_call":
+                data = {
+                    "turn": self.turn,
+                    "step": STEP,
+                    "call_id": block["id"],
+                    "name": block["name"],
+                    "arguments": block["arguments"],
+                }
+                calls[block["id"]] = session.append("tool/call", data).seq
+        return calls

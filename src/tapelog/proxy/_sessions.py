@@ -61,7 +61,7 @@ class SessionState:
     chain: SurfaceChain = field(default_factory=SurfaceChain)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: int = 0
-    pending: list[str] = field(default_factory=list)
+    pending: dict[str, int | None] = field(default_factory=dict)
     """Tool calls of the last answer that no logged result answers yet."""
 
     def __post_init__(self) -> None:
@@ -82,10 +82,11 @@ def _last_turn(events: Sequence[Event]) -> int:
     return 0
 
 
-def _pending_calls(seq: Sequence[Event]) -> list[str]:
+def _pending_calls(seq: Sequence[Event]) -> dict[str, int | None]:
     """The tool calls of the assistant messages of the last step that have no
-    appended result after them (what the next request must answer)."""
-    calls: dict[str, None] = {}
+    appended result after them (what the next request must answer), each with
+    the seq of its ``tool/call`` (``None``: a log from before the proxy logged them)."""
+    calls: dict[str, int | None] = {}
     for event in reversed(seq):
         if event.type == "step/start":
             break
@@ -94,12 +95,14 @@ def _pending_calls(seq: Sequence[Event]) -> list[str]:
                 if block["type"] == "tool_call":
                     calls[block["id"]] = None
     if not calls:
-        return []
+        return {}
     start = next((e.seq for e in reversed(seq) if e.type == "step/start"), 0)
     for event in seq[start:]:
-        if event.type == "tool/result" and event.surface_op == "append":
+        if event.type == "tool/call" and event.data["call_id"] in calls:
+            calls[event.data["call_id"]] = event.seq
+        elif event.type == "tool/result" and event.surface_op == "append":
             calls.pop(event.data["call_id"], None)
-    return list(calls)
+    return calls
 
 
 class Sessions:
@@ -158,7 +161,9 @@ class Sessions:
         return SessionState(
             session=session,
             writer=writer,
-            checker=RequestChecker(session) if self.check else None,
+            # Carry, never reshape: a client's unpaired tool calls are the
+            # provider's to refuse, not the proxy's.
+            checker=RequestChecker(session, tool_pairs=False) if self.check else None,
         )
 
     def _reopen(self, session_id: str) -> SessionState:
@@ -166,7 +171,8 @@ class Sessions:
         by logged repair events first (blocking I/O)."""
         session, writer = self.store.open(session_id)
         try:
-            if repair_interrupted(session):
+            # The client runs the tool calls: its next request brings their results.
+            if repair_interrupted(session, run_tools=False):
                 writer.flush()
             return self._state(session, writer)
         except BaseException:

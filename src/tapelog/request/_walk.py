@@ -8,7 +8,9 @@ the log with :func:`walk_requests`. It folds the events with the log's own fold
 
 * a loop request at each ``step/start`` whose step did not end with
   ``step/end {"sent": false}`` (the loop logs that when a step failed before its
-  request left: a hook, a listener, the checker, a flush or an abort). Its
+  request left: a hook, a listener, the checker, a flush or an abort), and
+  unless the step is open at the end of the log with no request header logged
+  at all (cut before its first header: it never left). Its
   messages are the projection before the ``step/start``; its header is the
   fold of every header event up to the step's own (logged right after it);
 * with ``one_shots=True``, a compaction summary request at each
@@ -200,6 +202,11 @@ def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) 
         elif etype == "step/end":
             sent = event.data.get("sent") is not False
             break
+    else:
+        # Open at the end of the log (still running, or cut by a crash that
+        # repair closes): a request is only built from a logged header, so
+        # without one it has not left (repair then logs "sent": false).
+        sent = header is not None
     return _Step(header, tuple(seqs), tuple(changes), message, failed, sent)
 
 

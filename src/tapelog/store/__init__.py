@@ -10,11 +10,13 @@ every backend to the same behaviour.
 from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
 from tapelog.store._jsonl import JsonlStore
 from tapelog.store._postgres import PostgresStore
+from tapelog.store._reserve import Reservation
 
 __all__ = [
     "JsonlStore",
     "LoadedSession",
     "PostgresStore",
+    "Reservation",
     "SessionStore",
     "SessionSummary",
     "SessionWriter",

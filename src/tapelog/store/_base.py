@@ -35,8 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from tapelog._errors import StoreError
+from tapelog._errors import StoreError, UndigestedEventsError
 from tapelog.log._api import Event, Session
+from tapelog.store._reserve import Reservation
 
 __all__ = [
     "Digest",
@@ -78,7 +79,70 @@ class LoadedSession:
     """The last ``log/digest`` of the session's own (after a fork's seed); every
     digest was checked against the stored bytes."""
     undigested: int = 0
-    """Events after ``digest`` (not covered by any digest yet)."""
+    """The last events no digest of the session's own covers: those after
+    ``digest``, or, when it is ``None``, every event after a fork's seed."""
+    torn: bool = False
+    """Whether a torn final line (bytes without their newline) was dropped."""
+
+    def undigested_note(self) -> str | None:
+        """One sentence for stderr when events are not covered by a digest (else ``None``).
+
+        Every reading command and every resume says it, so that a forged tail
+        is never read silently (docs/security.md, "What a digest proves").
+        """
+        n = self.undigested
+        if not n:
+            return None
+        sid = self.session.id
+        which = _seqs(len(self.session) - n, len(self.session) - 1)
+        if self.digest is None:
+            return (
+                f"session {sid}: {count_events(n)} ({which}) {_are(n)} not covered by a digest: "
+                "the log has no digest of its own (written by another program, by hand, or "
+                "by a tapelog older than digests), so nothing shows whether they were changed"
+            )
+        return (
+            f"session {sid}: {count_events(n)} ({which}) after the last digest (seq "
+            f"{self.digest.seq}) {_are(n)} not covered by a digest; every tapelog write ends "
+            "with one, so another program added them or a crash cut a write; "
+            f"`tapelog verify {sid}` says more"
+        )
+
+    def resume_plan(self, *, accept_undigested: bool = False) -> tuple[tuple[str, ...], bool]:
+        """What resuming this log says (the writer's warnings), and whether the
+        writer must log a digest at once (to cover accepted events); or
+        :class:`UndigestedEventsError` when whole events follow the last digest.
+
+        A flush writes its events and the digest that covers them in one write,
+        so a crash can cut only that write: what it leaves after the last
+        digest is a torn final line, plus (when the write was cut inside a
+        later page) whole lines before it. The torn line alone is dropped; whole
+        events there are exactly what a forged tail looks like, and resuming
+        would cover them with the next digest. So they are refused unless the
+        caller accepts them (after looking at them); a log with no digest of its
+        own at all (older or hand-written) is only noted.
+        """
+        n = self.undigested
+        note = self.undigested_note()
+        if note is None or self.digest is None:
+            return self.warnings + ((note,) if note else ()), False
+        sid = self.session.id
+        which = _seqs(len(self.session) - n, len(self.session) - 1)
+        if accept_undigested:
+            accepted = (
+                f"session {sid}: accepted {count_events(n)} ({which}) after the last digest "
+                f"(seq {self.digest.seq}) as asked; a new digest covers {_them(n)} now"
+            )
+            return (*self.warnings, accepted), True
+        torn = ", and a torn final line after them," if self.torn else ""
+        raise UndigestedEventsError(
+            f"session {sid} was not resumed: {count_events(n)} ({which}) "
+            f"{'follows' if n == 1 else 'follow'} the last "
+            f"digest (seq {self.digest.seq}){torn} but every tapelog write ends with a digest, "
+            "so another program added them (or, rarely, a crash cut a long write); look at "
+            f"them with `tapelog show {sid}`, then resume with --accept-undigested "
+            "(accept_undigested=True) to keep them under a new digest"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,16 +288,30 @@ class SessionWriter(ABC):
                 self._unsubscribe()
                 self._release()
 
-    def _unwritten(self, count: int, advice: str) -> str:
-        """The end of a failed write's message: what was stored, what happens next."""
+    def _write_failed(self, head: str, count: int, advice: str) -> UnstoredEventsError:
+        """The error of a failed write of ``count`` events; ``head`` says what failed
+        and why ("could not write 7 events of session s to f: Input/output error")."""
+        return UnstoredEventsError(self, head, count, advice)
+
+    def _unwritten(self, count: int, advice: str, *, target: int | None = None) -> str:
+        """The end of a failed write's message: what is stored now, what happens next.
+
+        Worked out when the message is shown (``target``: the stored event count
+        that would include the failed write), so that a later flush that stored
+        the events (the closing one, say) is what the message reports."""
         n = self._stored_events
         where = f"after seq {n - 1}" if n else "before its first event"
+        them = "it" if count == 1 else "them"
+        if target is not None and n >= target:
+            return (
+                f"a later flush stored {them} after all: the stored session ends {where}, "
+                "nothing is missing"
+            )
         stored = f"the stored session still ends {where}, its last complete write"
         none = (
             "the event was not stored" if count == 1 else f"none of the {count} events was stored"
         )
-        them = "it" if count == 1 else "them"
-        if self._closing:
+        if self._closing or self._closed:
             lost = "it is" if count == 1 else "they are"
             return (
                 f"{none}, and the writer is closing, so {lost} lost; {stored}. {advice}, "
@@ -263,6 +341,39 @@ class SessionWriter(ABC):
         """Release the write lock and any handles (called once, by ``close``)."""
 
 
+class UnstoredEventsError(StoreError):
+    """A write of a writer failed; its message says what is stored when it is shown.
+
+    The writer keeps the events and a later flush (the closing one) may store
+    them after all: a message fixed at raise time ("none of the 7 events was
+    stored") would be false by the time the command prints it on exit.
+    """
+
+    def __init__(self, writer: SessionWriter, head: str, count: int, advice: str) -> None:
+        self._writer = writer
+        self._head = head
+        self._count = count
+        self._advice = advice
+        self._target = writer._stored_events + count
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        end = self._writer._unwritten(self._count, self._advice, target=self._target)
+        return f"{self._head}; {end}"
+
+
+def _seqs(first: int, last: int) -> str:
+    return f"seq {first}" if first == last else f"seq {first} to {last}"
+
+
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
+
+
+def _are(n: int) -> str:
+    return "is" if n == 1 else "are"
+
+
 def count_events(n: int) -> str:
     """``1 event``, ``3 events``."""
     return "1 event" if n == 1 else f"{n} events"
@@ -287,21 +398,37 @@ class SessionStore(ABC):
     """A place sessions are kept. See the module docstring for the rules."""
 
     @abstractmethod
-    def create(self, session: Session) -> SessionWriter:
+    def create(self, session: Session, *, reservation: Reservation | None = None) -> SessionWriter:
         """Store a new session and return its writer.
 
         Writes the session's identity and every event it already has (a fork's
-        seed) durably before returning. Raises :class:`SessionExistsError` if
-        the id is taken and :class:`SessionLockedError` if another writer holds
-        it.
+        seed) durably before returning. Takes the write lock first (or over
+        from ``reservation``, see :meth:`reserve`), then raises
+        :class:`SessionExistsError` if the id is taken; raises
+        :class:`SessionLockedError` if another writer holds it.
         """
 
     @abstractmethod
-    def open(self, session_id: str) -> tuple[Session, SessionWriter]:
+    def reserve(self, session_id: str) -> Reservation | None:
+        """Take the write lock of ``session_id`` for a later :meth:`create`;
+        ``None`` (nothing held) when the session is stored, to :meth:`open` it.
+
+        Raises :class:`SessionLockedError`, naming the holder, when another
+        writer holds the id, stored or not.
+        """
+
+    @abstractmethod
+    def open(
+        self, session_id: str, *, accept_undigested: bool = False
+    ) -> tuple[Session, SessionWriter]:
         """Load a session for appending (resume): the replayed session and its writer.
 
         A torn final event (a crash mid-write) is dropped from storage, with a
-        sentence in ``writer.warnings``. Closing an interrupted turn is the
+        sentence in ``writer.warnings``. Whole events after the last digest are
+        refused with :class:`UndigestedEventsError` before anything changes,
+        unless ``accept_undigested`` (then a digest covers them at once; see
+        :meth:`LoadedSession.check_resumable`); any note about undigested
+        events is in ``writer.warnings`` too. Closing an interrupted turn is the
         caller's job (``tapelog.log.repair_interrupted``), so that it is logged.
         """
 

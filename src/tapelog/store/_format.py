@@ -158,7 +158,9 @@ class JsonlScan:
     last_digest_line: int | None = None
     """The line of the session's last own ``log/digest``, matched or not."""
     after_digest: int = 0
-    """Complete event lines after ``last_digest_line`` (0 when there is none)."""
+    """Complete event lines no digest of the session's own covers: those after
+    ``last_digest_line``, or, when it has none, every event after the seed (and
+    after the ``session/end-seed`` a fork's ``create`` stores with it)."""
 
 
 def summarise_session(
@@ -275,7 +277,11 @@ def scan_jsonl(
                 return scan
     scan.last_digest = digests.last
     scan.last_digest_line = digests.last_line
-    scan.after_digest = digests.after if digests.last_line is not None else 0
+    if digests.last_line is not None:
+        scan.after_digest = digests.after
+    else:  # no digest of its own: every own event but what ``create`` stored with the seed
+        own = len(lines) - 1 - (seed + 1 if seed else 0)
+        scan.after_digest = max(0, own)
     if torn:
         scan.warnings.append(_torn_warning(len(lines) + 1, len(torn), len(lines) - 1))
     return scan

@@ -54,7 +54,8 @@ from tapelog.store._format import (
     summarise_session,
 )
 from tapelog.store._ids import validate_session_id
-from tapelog.store._lock import WriteLock
+from tapelog.store._lock import WriteLock, make_private_dirs
+from tapelog.store._reserve import Reservation
 
 __all__ = ["JsonlStore", "JsonlWriter", "read_session_bytes", "read_session_file"]
 
@@ -63,7 +64,6 @@ _log = logging.getLogger("tapelog.store")
 _SUFFIX = ".jsonl"
 _TAIL_BLOCK = 65536
 _FILE_MODE = 0o600
-_DIR_MODE = 0o700
 
 
 def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[LoadedSession, int]:
@@ -94,6 +94,7 @@ def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
         warnings=warnings,
         digest=scan.last_digest,
         undigested=scan.after_digest,
+        torn=scan.good_size != len(data),
     )
     return loaded, scan.good_size
 
@@ -136,10 +137,11 @@ class JsonlWriter(SessionWriter):
             # Cut what a partial write left, so the file still ends on a whole line.
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
-            raise StoreError(
+            raise self._write_failed(
                 f"could not write {count_events(len(lines))} of session {self.session_id} to "
-                f"{self.path}: {exc.strerror or exc}; "
-                + self._unwritten(len(lines), os_error_advice(exc))
+                f"{self.path}: {exc.strerror or exc}",
+                len(lines),
+                os_error_advice(exc),
             ) from exc
         self._size += len(data)
 
@@ -184,27 +186,45 @@ class JsonlStore(SessionStore):
 
     # --- writing -------------------------------------------------------------
 
-    def create(self, session: Session) -> JsonlWriter:
-        path = self.path(session.id)
-        if path.is_symlink() or path.exists():
-            if not path.is_file():  # no session is there, so "it exists" would mislead
-                raise StoreError(
-                    f"{path} is in the way of session {session.id}: it is not a session file "
-                    "(a directory, a broken link or a special file); move it away or "
-                    "choose another id"
-                )
-            if not _never_started(path):
-                raise _exists(session.id, self.root)
+    def reserve(self, session_id: str) -> Reservation | None:
+        path = self.path(session_id)
+        lock = self._lock_new(session_id)
+        if path.is_file() and not _never_started(path):
+            lock.release()
+            return None
+        return Reservation(session_id, self, lock, lock.release)
+
+    def _lock_new(self, session_id: str) -> WriteLock:
+        """The store directory (made owner-only, with any parent it needs) and
+        the write lock of ``session_id``."""
         try:
-            self.root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+            make_private_dirs(self.root)
         except OSError as exc:
             raise StoreError(
                 f"could not create the store directory {self.root}: {exc.strerror or exc}; "
                 "check the path and its permissions"
             ) from None
-        lock = WriteLock.acquire(self._lock_path(session.id), session.id)
+        return WriteLock.acquire(self._lock_path(session_id), session_id)
+
+    def create(self, session: Session, *, reservation: Reservation | None = None) -> JsonlWriter:
+        path = self.path(session.id)
+        if reservation is not None:
+            lock: WriteLock = reservation.take(self, session.id)
+        else:
+            lock = self._lock_new(session.id)
         fd = -1
         try:
+            # Under the lock: a second process creating the same id at once was
+            # refused by the lock, naming its holder, before getting here.
+            if path.is_symlink() or path.exists():
+                if not path.is_file():  # no session is there, so "it exists" would mislead
+                    raise StoreError(
+                        f"{path} is in the way of session {session.id}: it is not a session "
+                        "file (a directory, a broken link or a special file); move it away or "
+                        "choose another id"
+                    )
+                if not _never_started(path):
+                    raise _exists(session.id, self.root)
             _remove_temporaries(self.root, session.id)
             data = header_line(session.info) + b"\n"
             data += b"".join(event.encode() + b"\n" for event in session.events)
@@ -258,7 +278,9 @@ class JsonlStore(SessionStore):
             temp.unlink()
         return fd
 
-    def open(self, session_id: str) -> tuple[Session, JsonlWriter]:
+    def open(
+        self, session_id: str, *, accept_undigested: bool = False
+    ) -> tuple[Session, JsonlWriter]:
         path = self.locate(session_id)
         lock = WriteLock.acquire(self._lock_path(session_id), session_id)
         try:
@@ -282,6 +304,7 @@ class JsonlStore(SessionStore):
         try:
             data = _read_fd(fd)
             loaded, good_size = self._read(session_id, path, data)
+            warnings, cover = loaded.resume_plan(accept_undigested=accept_undigested)
             if len(data) != good_size:
                 try:
                     os.ftruncate(fd, good_size)
@@ -304,13 +327,12 @@ class JsonlStore(SessionStore):
             fd=fd,
             size=good_size,
             lock=lock,
-            warnings=loaded.warnings,
+            warnings=warnings,
             stored=data[:good_size],
         )
-        if len(data) != good_size and loaded.digest is not None and loaded.undigested:
-            # The complete lines before the dropped torn one belong to the same
-            # cut write, whose digest never made it: cover them now, so that the
-            # log ends with a digest as every complete write does.
+        if cover:
+            # Whole events the caller accepted after the last digest: cover them
+            # now, so that the log ends with a digest as every tapelog write does.
             try:
                 writer.checkpoint()
             except BaseException:

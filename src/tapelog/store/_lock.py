@@ -22,7 +22,30 @@ from pathlib import Path
 
 from tapelog._errors import SessionLockedError, StoreError
 
-__all__ = ["WriteLock"]
+__all__ = ["WriteLock", "make_private_dirs"]
+
+
+def make_private_dirs(path: Path) -> None:
+    """Create ``path`` and every missing parent owner-only (0700).
+
+    ``Path.mkdir(parents=True)`` gives the parents the umask's mode (0755 under
+    umask 022), and the default store's parents (``~/.local/share/tapelog``)
+    would be readable by every user. Directories that exist are left as they are.
+    """
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another process: its mode is its own
+            if not directory.is_dir():
+                raise
+            continue
+        os.chmod(directory, 0o700)  # only narrows: mkdir's mode was cut by the umask
 
 
 class WriteLock:
@@ -38,7 +61,7 @@ class WriteLock:
     def acquire(cls, path: Path, session_id: str) -> WriteLock:
         """Take the lock or raise :class:`SessionLockedError` naming the holder."""
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(path.parent)
             fd = os.open(
                 path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600
             )

@@ -34,8 +34,7 @@ import hashlib
 import os
 import re
 import socket
-import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from tapelog._errors import (
@@ -45,7 +44,7 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import redact, register_secret
+from tapelog.log import register_secret
 from tapelog.log._api import SESSION_FORMAT_VERSION, Session, SessionInfo
 from tapelog.store._base import (
     LoadedSession,
@@ -57,6 +56,13 @@ from tapelog.store._base import (
 from tapelog.store._format import header_line, summarise_session
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._pg_secrets import (
+    SECRET_PARAMS,
+    hide_secrets,
+    refuse_split_userinfo,
+    written_secrets,
+)
+from tapelog.store._reserve import Reservation
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -66,13 +72,6 @@ __all__ = ["PostgresStore", "PostgresWriter"]
 
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _APP_NAME: Final = re.compile(r"tapelog pid (\d+) on (.*)")
-_SECRET_PARAMS: Final = ("password", "sslpassword", "oauth_client_secret")
-"""libpq parameters whose values are secrets (``passfile``, ``sslkey`` and the
-other ``ssl*`` files are paths, shown like any other parameter)."""
-_SECRET_PARAM: Final = re.compile(
-    r"(?:^|[?&\s])(?:" + "|".join(_SECRET_PARAMS) + r")\s*=\s*('[^']*'|[^&\s]*)"
-)
-
 _DDL: Final = """
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.sessions (
@@ -138,8 +137,11 @@ class PostgresWriter(SessionWriter):
 
     def _write(self, lines: builtins.list[bytes]) -> None:
         action = f"write {count_events(len(lines))} of session {self.session_id}"
-        advice = self._unwritten(len(lines), "Fix the cause")
-        with self._store._errors(action + " to", advice=advice):
+
+        def failed(head: str) -> StoreError:
+            return self._write_failed(head, len(lines), "Fix the cause")
+
+        with self._store._errors(action + " to", advice="", failed=failed):
             self._store._insert_events(self._conn, self.session_id, self._next_seq, lines)
         self._next_seq += len(lines)
 
@@ -173,9 +175,10 @@ class PostgresStore(SessionStore):
             )
         import psycopg
 
+        refuse_split_userinfo(conninfo)
         # Every secret the string holds, as written and decoded, is registered
         # (tapelog.log.register_secret), so no error, log or output shows it.
-        self._secrets = _written_secrets(conninfo)
+        self._secrets = written_secrets(conninfo)
         try:
             params = conninfo_to_dict(conninfo)
         except psycopg.Error as exc:
@@ -183,12 +186,12 @@ class PostgresStore(SessionStore):
             # a bad percent-escape), and with it any password it holds.
             for secret in self._secrets:
                 register_secret(secret)
-            reason = _hide_secrets(_first_line(exc), self._secrets)
+            reason = hide_secrets(_first_line(exc), self._secrets)
             raise StoreError(
                 f"invalid PostgreSQL connection string: {reason}; use "
                 "'host=HOST dbname=NAME user=USER' or 'postgresql://USER@HOST/NAME'"
             ) from None
-        for name in _SECRET_PARAMS:
+        for name in SECRET_PARAMS:
             value = params.pop(name, None)
             if value:
                 self._secrets.add(str(value))
@@ -216,8 +219,15 @@ class PostgresStore(SessionStore):
             return psycopg.connect(self.conninfo, autocommit=True, **options)
 
     @contextlib.contextmanager
-    def _errors(self, action: str, *, advice: str) -> Iterator[None]:
-        """Turn database errors into whole-sentence :class:`StoreError`s."""
+    def _errors(
+        self,
+        action: str,
+        *,
+        advice: str,
+        failed: Callable[[str], StoreError] | None = None,
+    ) -> Iterator[None]:
+        """Turn database errors into whole-sentence :class:`StoreError`s (``failed``
+        builds one from "could not ...: reason" instead, for a writer's write)."""
         import psycopg
 
         try:
@@ -231,10 +241,9 @@ class PostgresStore(SessionStore):
             ) from exc
         except psycopg.Error as exc:
             # (a secret of one to three characters would garble the server's words)
-            reason = _hide_secrets(_first_line(exc), self._secrets, shortest=4)
-            raise StoreError(
-                f"could not {action} the store {self._where}: {reason}; {advice}"
-            ) from exc
+            reason = hide_secrets(_first_line(exc), self._secrets, shortest=4)
+            head = f"could not {action} the store {self._where}: {reason}"
+            raise (StoreError(f"{head}; {advice}") if failed is None else failed(head)) from exc
 
     def _hang_up(self, conn: Connection[Any]) -> None:
         """Release this connection's write locks now (not when the server notices), close."""
@@ -310,9 +319,13 @@ class PostgresStore(SessionStore):
                     copy.write_row((session_id, seq, line))
 
     @contextlib.contextmanager
-    def _writer_connection(self, action: str, *, advice: str) -> Iterator[Connection[Any]]:
-        """A connection for a new writer, hung up (and unlocked) if taking the session fails."""
-        conn = self._connect(writer=True)
+    def _writer_connection(
+        self, action: str, *, advice: str, conn: Connection[Any] | None = None
+    ) -> Iterator[Connection[Any]]:
+        """A connection for a new writer (``conn``: one a reservation holds), hung up
+        (and unlocked) if taking the session fails."""
+        if conn is None:
+            conn = self._connect(writer=True)
         try:
             with self._errors(action, advice=advice):
                 yield conn
@@ -320,18 +333,34 @@ class PostgresStore(SessionStore):
             self._hang_up(conn)
             raise
 
-    def create(self, session: Session) -> PostgresWriter:
+    def reserve(self, session_id: str) -> Reservation | None:
+        validate_session_id(session_id)
+        with self._writer_connection(
+            f"reserve session {session_id} in", advice="nothing was stored"
+        ) as conn:
+            self._lock(conn, session_id)
+            stored = self._exists(conn, session_id)
+        if stored:
+            self._hang_up(conn)
+            return None
+        return Reservation(session_id, self, conn, lambda: self._hang_up(conn))
+
+    def create(self, session: Session, *, reservation: Reservation | None = None) -> PostgresWriter:
         import psycopg
 
         info = session.info
         validate_session_id(info.id)
+        held = reservation.take(self, info.id) if reservation is not None else None
         with self._writer_connection(
-            f"store session {info.id} in", advice="nothing was stored"
+            f"store session {info.id} in", advice="nothing was stored", conn=held
         ) as conn:
+            if held is None:
+                # the lock first: a second process creating the same id at once is
+                # told who holds it, not that the session appeared meanwhile
+                self._lock(conn, info.id)
             self._ensure_schema(conn)
             if self._exists(conn, info.id):
                 raise self._exists_error(info.id)
-            self._lock(conn, info.id)
             lines = [event.encode() for event in session.events]
             try:
                 with conn.transaction():
@@ -347,7 +376,9 @@ class PostgresStore(SessionStore):
         stored = b"".join(line + b"\n" for line in [header_line(info), *lines])
         return PostgresWriter(session, store=self, conn=conn, stored=stored)
 
-    def open(self, session_id: str) -> tuple[Session, PostgresWriter]:
+    def open(
+        self, session_id: str, *, accept_undigested: bool = False
+    ) -> tuple[Session, PostgresWriter]:
         validate_session_id(session_id)
         with self._writer_connection(
             f"open session {session_id} in", advice="check the server"
@@ -356,9 +387,16 @@ class PostgresStore(SessionStore):
                 raise self._not_found(session_id)
             self._lock(conn, session_id)
             loaded, stored = self._read(conn, session_id)
+            warnings, cover = loaded.resume_plan(accept_undigested=accept_undigested)
         writer = PostgresWriter(
-            loaded.session, store=self, conn=conn, warnings=loaded.warnings, stored=stored
+            loaded.session, store=self, conn=conn, warnings=warnings, stored=stored
         )
+        if cover:  # rows the caller accepted after the last digest: cover them now
+            try:
+                writer.checkpoint()
+            except BaseException:
+                writer.close()
+                raise
         return loaded.session, writer
 
     def _exists_error(self, session_id: str) -> SessionExistsError:
@@ -518,29 +556,6 @@ def _locked_message(session_id: str, holder: tuple[Any, ...] | None) -> str:
             "close that writer before opening the session again"
         )
     return f"{prefix} another process (pid {pid} on {host}); {wait}"
-
-
-def _written_secrets(conninfo: str) -> set[str]:
-    """Every secret ``conninfo`` may hold, found by hand (the string may be one
-    libpq cannot parse): a URI's ``user:password@`` and any ``password=``,
-    ``sslpassword=`` or ``oauth_client_secret=`` parameter (URI query or
-    keyword form), each as written and percent-decoded."""
-    found: set[str] = set()
-    _, sep, rest = conninfo.partition("://")
-    if sep and "@" in (authority := rest.split("?", 1)[0]):
-        found.add(authority.rsplit("@", 1)[0].partition(":")[2])
-    found.update(m.group(1).strip("'") for m in _SECRET_PARAM.finditer(conninfo))
-    found |= {urllib.parse.unquote(p) for p in found}
-    return found - {""}
-
-
-def _hide_secrets(text: str, secrets: set[str], *, shortest: int = 1) -> str:
-    """``text`` with each of ``secrets`` at least ``shortest`` characters long (and
-    any registered secret, in any of its forms) replaced by ``***``."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= shortest:
-            text = text.replace(secret, "***")
-    return redact(text)
 
 
 def _first_line(exc: BaseException) -> str:

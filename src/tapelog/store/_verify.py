@@ -13,27 +13,44 @@ wrote), ``verify`` also checks:
 * the structure of turns and steps: turns do not overlap, steps lie inside
   their turn and do not overlap, events logged inside a step carry its turn
   and step,
-  every ``tool/call`` is answered before its ``step/end``, and every tool call
+  every ``tool/call`` is answered before its ``step/end`` (unless the turn
+  ends right after that step by handing its calls to a client, ``turn/end``
+  ``tool_calls`` as ``tapelog proxy`` logs it, or by a crash, ``interrupted``:
+  the client sends the results with its next request), and every tool call
   of an assistant message is answered before the next request (``step/start``
   or a compaction summary call): two turns run at once on one session
   interleave and break these (an event of a step logged while no step is open
   is left alone: hand-written logs do that, and no request depends on it);
+* that no tool call of an assistant message is left without its result at
+  the end of the log, unless resuming answers it (the open step a crash left,
+  which :func:`tapelog.log.plan_repair` closes: then a note says so) or the
+  turn handed it to a client (the proxy's ``tool_calls`` turn end): the next
+  request would be refused;
 * a fork's header: the event after its seed is the ``session/end-seed``;
 * that the log ends with a digest, when it has any: every write of a tapelog
   writer ends with one, so complete lines after the last digest mean the
-  digest was removed or lines were added (unless a crash cut the last write,
-  which leaves a torn final line);
+  digest was removed or lines were added, whether a torn final line follows
+  them or not (a forger can tear a line as easily as a crash); a log with no
+  digest of its own is judged as before digests (``digest`` is ``None``);
 * the requests, walked as every audit walks them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tapelog._errors import CorruptLogError, LogError
-from tapelog.log._api import Event, Session, SessionInfo, open_turn_at, paused_gc
+from tapelog.log._api import (
+    Event,
+    OpenCall,
+    Session,
+    SessionInfo,
+    ToolLedger,
+    paused_gc,
+    plan_repair,
+)
 from tapelog.request import walk_requests
 from tapelog.store._base import Digest
 from tapelog.store._format import Problem, replay_events, scan_jsonl
@@ -150,34 +167,12 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         if problem is not None:
             problems.append(problem)
     digest, last = scan.last_digest, scan.last_digest_line
-    if last is not None and scan.after_digest and scan.good_size == len(data):
-        line = last + 1
-        count = scan.after_digest
-        problems.append(
-            Problem(
-                line=line,
-                seq=line - 2,
-                error=CorruptLogError(
-                    f"line {line}: {_count(count, 'event')} from this line to the end "
-                    f"{'comes' if count == 1 else 'come'} after the last digest (line {last}), "
-                    "but every write of a tapelog writer ends with a digest: the digest that "
-                    f"closed {'it' if count == 1 else 'them'} was removed, or lines were added "
-                    "by another program (if a crash cut a write exactly at a line end, "
-                    "resuming the session covers them with a new digest)",
-                    line=line,
-                ),
-            )
-        )
+    if last is not None and scan.after_digest:
+        problems.append(_undigested(last, scan.after_digest, torn=scan.good_size != len(data)))
     problems.sort(key=lambda p: p.line)
     notes: list[str] = []
     if session is not None and len(session):
-        turn = open_turn_at(session.events, len(session) - 1)
-        if turn is not None:
-            notes.append(
-                f"turn {turn} is still open at the end of the log (a writer is still "
-                "running it, or stopped mid-turn); if none is, resuming the session closes "
-                "it with interrupted events"
-            )
+        notes.extend(_open_turn_notes(session))
     valid = not problems and session is not None
     return VerifyReport(
         info=info,
@@ -190,6 +185,57 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
     )
 
 
+def _open_turn_notes(session: Session) -> list[str]:
+    """What resuming will close: the turn a crash (or a running writer) left open."""
+    plan = plan_repair(session)
+    if plan.turn is None:
+        return []
+    notes = [
+        f"turn {plan.turn} is still open at the end of the log (a writer is still "
+        "running it, or stopped mid-turn); if none is, resuming the session closes "
+        "it with interrupted events"
+    ]
+    if plan.calls:
+        listed = ", ".join(call.call_id for call in plan.calls)
+        notes.append(
+            f"its open step has tool calls without results ({listed}); the next request "
+            "would be refused as it is, and resuming answers them first with interrupted "
+            "error results"
+        )
+    if not plan.sent:
+        notes.append(
+            "its open step's request never left (no request header is logged); resuming "
+            'ends the step with "sent": false'
+        )
+    return notes
+
+
+def _undigested(last: int, count: int, *, torn: bool) -> Problem:
+    """Whole events after the last digest: an error, torn final line or not.
+
+    A flush writes its events and their digest in one write, so whole lines
+    after the last digest are what a forged tail looks like; a crash that cut
+    a long write may leave them too, but only the user can tell the two apart,
+    so ``verify`` fails and resuming asks for ``--accept-undigested``.
+    """
+    line = last + 1
+    it = "it" if count == 1 else "them"
+    then = " (followed by a torn final line)" if torn else ""
+    return Problem(
+        line=line,
+        seq=line - 2,
+        error=CorruptLogError(
+            f"line {line}: {_count(count, 'event')} from this line on{then} "
+            f"{'comes' if count == 1 else 'come'} after the last digest (line {last}), but "
+            "every write of a tapelog writer ends with a digest: the digest that closed "
+            f"{it} was removed, or lines were added by another program (or, rarely, a crash "
+            f"cut a long write); look at {it}, then resume the session with "
+            f"--accept-undigested to keep {it} under a new digest",
+            line=line,
+        ),
+    )
+
+
 def _problem(event: Event, message: str) -> Problem:
     line = event.seq + 2
     text = f"line {line}: seq {event.seq}: {message}"
@@ -197,6 +243,19 @@ def _problem(event: Event, message: str) -> Problem:
 
 
 _IN_STEP = frozenset({"assistant/chunk", "assistant/message", "tool/call"})
+_HANDED_OVER = frozenset({"tool_calls", "interrupted"})
+"""Turn end reasons after which a step's calls may still wait for their results."""
+
+
+def _hands_over(events: Sequence[Event], seq: int) -> bool:
+    """Whether the step that ends at ``seq`` is the last of a turn that hands its
+    open tool calls to the client (the next event but digests is such a ``turn/end``,
+    or the log ends there: the turn is still open)."""
+    for i in range(seq + 1, len(events)):
+        event = events[i]
+        if event.type != "log/digest":
+            return event.type == "turn/end" and event.data["reason"]["kind"] in _HANDED_OVER
+    return True
 
 
 def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
@@ -215,7 +274,7 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
     turn: tuple[int, int] | None = None  # (turn number, seq of its turn/start)
     step: tuple[int, int, int] | None = None  # (turn, step, seq of its step/start)
     calls: dict[str, int] = {}  # tool/call ids of the open step without a result
-    asked: dict[str, int] = {}  # tool calls of assistant messages without a result
+    ledger = ToolLedger()  # tool calls of assistant messages without a result
     for event in events:
         etype = event.type
         if etype == "turn/start":
@@ -269,9 +328,9 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
                         "or a step/end was removed",
                     )
                 )
-            if asked:
+            if asked := ledger.asked():
                 problems.append(_unanswered(event, "this step's request", asked))
-                asked = {}
+                ledger.clear()
             step, calls = (t, k, event.seq), {}
         elif etype == "step/end":
             t, k = event.data["turn"], event.data["step"]
@@ -282,7 +341,7 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
                     else f"the open step is step {step[1]} of turn {step[0]} (seq {step[2]})"
                 )
                 problems.append(_problem(event, f"step {k} of turn {t} ends, but {what}"))
-            if calls:
+            if calls and not _hands_over(events, event.seq):
                 listed = ", ".join(f"{cid} (seq {seq})" for cid, seq in calls.items())
                 problems.append(
                     _problem(
@@ -291,9 +350,9 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
                     )
                 )
             step, calls = None, {}
-        elif etype == "compact/start" and event.data.get("region") and asked:
-            problems.append(_unanswered(event, "this compaction's summary request", asked))
-            asked = {}
+        elif etype == "compact/start" and event.data.get("region") and ledger.asked():
+            problems.append(_unanswered(event, "this compaction's summary request", ledger.asked()))
+            ledger.clear()
         if etype in _IN_STEP or (etype == "tool/result" and event.surface_op == "append"):
             data = event.data
             at = (data["turn"], data["step"])
@@ -310,16 +369,42 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
                 calls[data["call_id"]] = event.seq
             elif etype == "tool/result":
                 calls.pop(data["call_id"], None)
-                asked.pop(data["call_id"], None)
-            elif etype == "assistant/message":
-                for block in data["content"]:
-                    if block["type"] == "tool_call":
-                        asked[block["id"]] = event.seq
+            ledger.observe(event)
+    if (asked := ledger.asked()) and events:
+        problems.extend(_left_unanswered(session, asked))
     return problems
 
 
-def _unanswered(event: Event, what: str, asked: dict[str, Any]) -> Problem:
-    listed = ", ".join(f"{cid} (seq {seq})" for cid, seq in asked.items())
+def _left_unanswered(session: Session, asked: list[OpenCall]) -> list[Problem]:
+    """The log ends with tool calls of an assistant message that have no result:
+    the next request would be refused, unless repair on resume answers them, or
+    the turn handed them to a client whose next request brings their results
+    (the proxy's ``turn/end {"kind": "tool_calls"}``)."""
+    last_end = next((e for e in reversed(session.events) if e.type == "turn/end"), None)
+    if (
+        last_end is not None
+        and last_end.data["reason"]["kind"] == "tool_calls"
+        and all((call.asked_at or 0) < last_end.seq for call in asked)
+    ):
+        return []
+    closing = {call.call_id for call in plan_repair(session).calls}
+    left = [call for call in asked if call.call_id not in closing]
+    if not left:
+        return []
+    last = session.events[-1]
+    return [_unanswered(last, "the next request", left, end=True)]
+
+
+def _unanswered(event: Event, what: str, asked: list[OpenCall], *, end: bool = False) -> Problem:
+    listed = ", ".join(f"{call.call_id} (seq {call.asked_at})" for call in asked)
+    if end:
+        return _problem(
+            event,
+            f"the log ends here, and {what} would hold tool calls without their results "
+            f"({listed}): a provider refuses such a request, and resuming does not answer "
+            "them (only the calls of a step left open are); results were removed, or the "
+            "log was written by hand",
+        )
     return _problem(
         event,
         f"{what} would hold tool calls without their results ({listed}): a provider "
