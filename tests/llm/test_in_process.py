@@ -96,7 +96,7 @@ def test_the_emulator_loads_only_when_a_client_needs_it() -> None:
         "import sys\n"
         "from tapelog.agent import Agent\n"
         "from tapelog.llm import make_client\n"
-        "from tapelog.log import LlmCallConfig, Session\n"
+        "from tapelog import LlmCallConfig, Session\n"
         "assert 'tapelog.emulator' not in sys.modules\n"
         "config = LlmCallConfig(provider='emulator', model='emulator-1')\n"
         "agent = Agent(Session(), make_client(config), config=config)\n"

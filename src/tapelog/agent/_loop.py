@@ -27,7 +27,7 @@ from tapelog._errors import Aborted, ContextOverflowError, ProviderError, Tapelo
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
 from tapelog.agent._flushing import flush_off_loop
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, text_blocks
-from tapelog.agent._output import OutputRun, OutputType, shape_request
+from tapelog.agent._output import OutputRun, OutputType, output_toolset, shape_request
 from tapelog.agent._reply import (
     ReplySources,
     StepRef,
@@ -540,7 +540,7 @@ class Agent:
         assert handle is not None
         contexts, aborted = await run_tool_calls(
             self.session,
-            self.tools if self._output is None else self._output.toolset(self.tools),
+            output_toolset(self._output, self.tools),
             self.hooks,
             handle,
             turn=turn,

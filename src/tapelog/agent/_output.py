@@ -41,7 +41,9 @@ from tapelog.agent._hooks import text_blocks
 from tapelog.agent._output_schema import OutputSchema, output_schema, strict_default, unfenced
 from tapelog.agent._tools import ToolOutcome, Toolset
 from tapelog.agent._turn import Outcome, final_text
-from tapelog.llm._api import complete_config, wire_identity
+from tapelog.cache._api import OUTPUT_MODES
+from tapelog.llm import wire_profile
+from tapelog.llm._api import complete_config
 from tapelog.log._api import (
     EpochHeader,
     Event,
@@ -59,6 +61,7 @@ __all__ = [
     "OutputRun",
     "OutputSpec",
     "OutputType",
+    "output_toolset",
     "shape_request",
 ]
 
@@ -69,8 +72,9 @@ DEFAULT_OUTPUT_RETRIES: Final = 2
 """Retries after an answer that does not validate (so at most three answers)."""
 
 OutputMode = Literal["auto", "json_schema", "json_object", "tool", "prompted"]
+"""``auto`` or one of the wire profiles' modes (``tapelog.cache.OUTPUT_MODES``)."""
 
-_MODES: Final = ("auto", "json_schema", "json_object", "tool", "prompted")
+_MODES: Final = ("auto", *OUTPUT_MODES)
 _ACCEPTED: Final = "accepted"
 _UNSET: Final = object()
 
@@ -116,47 +120,27 @@ OutputType: TypeAlias = "type[pydantic.BaseModel] | Mapping[str, Any] | OutputSp
 # --- choosing how to ask --------------------------------------------------------------------
 
 
-def _thinking(config: LlmCallConfig, *, default: bool) -> bool:
-    thinking = config.extras.get("thinking")
-    if not isinstance(thinking, Mapping) or "type" not in thinking:
-        return default
-    return bool(thinking["type"] != "disabled")
-
-
 def _anthropic(config: LlmCallConfig) -> bool:
-    return wire_identity(config)[0] == "anthropic"
+    """``tool_choice`` is spelled the Anthropic way on this config's wire."""
+    return wire_profile(config).family == "anthropic"
 
 
 def _resolve(spec: OutputSpec, config: LlmCallConfig) -> tuple[str, bool]:
-    """The mode for the config's wire, and whether the output tool is forced."""
-    family, dialect = wire_identity(config)
-    anthropic = family == "anthropic"
-    mode: str = spec.mode
-    if mode == "auto":
-        if anthropic:
-            mode = "tool"
-        elif family == "local":
-            mode = "prompted"  # llama.cpp in process reads no response_format
-        elif dialect == "deepseek" or config.provider == "emulator":
-            # The emulator's own endpoint is DeepSeek-flavoured (docs/emulator.md):
-            # it answers json_schema with DeepSeek's 400, so ask for JSON Output.
-            mode = "json_object"
-        else:
-            mode = "json_schema"
-    if anthropic and mode in ("json_schema", "json_object"):
+    """The mode for the config's wire, and whether the output tool is forced.
+
+    Both follow from the wire's profile (``tapelog.cache.WIRE_PROFILES``), the
+    facts the emulator refuses by too.
+    """
+    profile = wire_profile(config)
+    mode: str = profile.auto_output if spec.mode == "auto" else spec.mode
+    refusal = profile.output_refusal(mode)
+    if refusal is not None:
+        usable = " or ".join(repr(m) for m in profile.output_modes())
         raise OutputError(
-            f"output mode {mode!r} is an OpenAI-compatible body field; the anthropic wire has "
-            "no response_format: use mode 'tool' (the default there) or 'prompted'."
+            f"output mode {mode!r} cannot be used here: {refusal}; use mode {usable} "
+            f"({profile.auto_output!r} is the default there)."
         )
-    if mode == "json_schema" and dialect == "deepseek":
-        raise OutputError(
-            "DeepSeek answers 400 to response_format json_schema ('This response_format type "
-            "is unavailable now'): use mode 'json_object' (the default there) or 'tool'."
-        )
-    # A forced tool choice is refused with thinking on (Anthropic extended
-    # thinking; DeepSeek thinking mode, on by default since V4).
-    force = not _thinking(config, default=dialect == "deepseek")
-    return mode, force
+    return mode, profile.forces_output_tool(config.extras.get("thinking"))
 
 
 # --- one structured turn ---------------------------------------------------------------------
@@ -402,19 +386,63 @@ def shape_request(
     ``config`` the step's config after the ``request`` hook and ``tools`` the
     agent's schemas; ``folded`` is the header in force (the log's fold).
 
-    One rule holds for plain turns too: the Anthropic API refuses a request
-    whose history holds ``tool_use`` blocks but that defines no tools. So when
-    the step would carry no tools and the last request carried the output tool
-    (its call is in the history), the tool stays, with ``tool_choice: {"type":
-    "none"}`` so it cannot be called.
+    Once the header holds the output tool, two facts of the wire's profile
+    can keep it there on later turns (``tapelog.cache.WIRE_PROFILES``):
+
+    * ``sticky_output_tool`` (Anthropic): the tool stays for the session, in
+      the place its ``add`` gave it, so a plain turn after a structured one
+      changes only ``tool_choice``, not the tool list (a tool list change
+      invalidates the whole cached prefix, system prompt included);
+    * ``tool_history_needs_tools``: the API refuses a request whose history
+      holds tool calls but that defines no tools, so a step that would carry
+      none keeps the output tool.
+
+    A kept output tool that is the step's only tool gets ``tool_choice:
+    {"type": "none"}`` so it cannot be called.
     """
     if run is not None:
         config, tools = run.shape(config, tools)
-    if tools or folded is None:
+    if folded is None or any(t["name"] == OUTPUT_TOOL for t in tools):
         return config, tools
     kept = next((t for t in folded.tools if t["name"] == OUTPUT_TOOL), None)
-    if kept is None or not _anthropic(config):
+    if kept is None:
         return config, tools
-    if "tool_choice" not in config.extras:
+    profile = wire_profile(config)
+    if not profile.sticky_output_tool and (tools or not profile.tool_history_needs_tools):
+        return config, tools
+    tools = _insert(tools, kept)
+    if len(tools) == 1 and "tool_choice" not in config.extras:
         config = config.replace(extras={**config.extras, "tool_choice": {"type": "none"}})
-    return config, [kept]
+    return config, tools
+
+
+def output_toolset(run: OutputRun | None, tools: Toolset) -> Toolset:
+    """The toolset that runs a step's calls: the structured turn's (its output
+    tool answered by the turn), or on a plain turn the agent's, with a call of
+    an output tool the header kept (sticky) answered by an error the model can
+    act on."""
+    if run is not None:
+        return run.toolset(tools)
+    return tools if OUTPUT_TOOL in tools else _PlainTurnTools(tools)
+
+
+class _PlainTurnTools(Toolset):
+    """A plain turn's tools: the output tool may still be in the header, but no
+    structured answer is asked for."""
+
+    def __init__(self, inner: Toolset) -> None:
+        super().__init__()
+        self._inner = inner
+
+    async def run(self, name: str, arguments: str) -> ToolOutcome:
+        if name != OUTPUT_TOOL:
+            return await self._inner.run(name, arguments)
+        message = (
+            f"no structured answer is asked for in this turn, so {OUTPUT_TOOL} does "
+            "nothing now; answer in text or with your other tools."
+        )
+        return ToolOutcome(
+            content=message,
+            is_error=True,
+            error={"kind": "unknown_tool", "type": "ToolError", "message": message},
+        )

@@ -2,6 +2,12 @@
 cache audit share, so that the two cannot disagree (internal: docs/architecture.md).
 """
 
+from tapelog.cache._profiles import (
+    OUTPUT_MODES,
+    ReasoningSendBack,
+    profile_for,
+    wire_profile_named,
+)
 from tapelog.cache._providers import provider_cache
 from tapelog.cache._rules import (
     CacheOutcome,
@@ -27,9 +33,11 @@ from tapelog.cache._segments import (
 )
 
 __all__ = [
+    "OUTPUT_MODES",
     "CacheOutcome",
     "PrefixStore",
     "Prompt",
+    "ReasoningSendBack",
     "Rule",
     "Segment",
     "SegmentSource",
@@ -45,5 +53,7 @@ __all__ = [
     "openai_reply_message",
     "openai_reply_sources",
     "openai_sources",
+    "profile_for",
     "provider_cache",
+    "wire_profile_named",
 ]

@@ -19,10 +19,15 @@ from tapelog.cache._api import (
     anthropic_sources,
     count_cache_controls,
     openai_sources,
+    wire_profile_named,
 )
 from tapelog.emulator import _anthropic_wire as anthropic
 from tapelog.emulator import _openai_wire as openai
-from tapelog.emulator._options import check_anthropic_tools, check_response_format
+from tapelog.emulator._options import (
+    check_forced_tool,
+    check_response_format,
+    check_tool_history,
+)
 from tapelog.emulator._render import Conversation, summarize_anthropic, summarize_openai
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream
@@ -118,7 +123,8 @@ class _OpenAi:
             problem = check_deepseek_reasoning(body)
         if problem is None:
             problem = check_openai_turns(body["messages"], deepseek=self.deepseek)
-        return problem or check_response_format(body, deepseek=self.deepseek)
+        profile = wire_profile_named("deepseek" if self.deepseek else "openai")
+        return problem or check_tool_history(body, profile) or check_response_format(body, profile)
 
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]:
         return openai_sources(body)
@@ -185,7 +191,13 @@ class _Anthropic:
         if count > _MAX_BREAKPOINTS:
             limit = _MAX_BREAKPOINTS
             return f"A maximum of {limit} blocks with cache_control may be provided. Found {count}."
-        return check_anthropic_turns(body["messages"]) or check_anthropic_tools(body)
+        profile = wire_profile_named("anthropic")
+        return (
+            check_anthropic_turns(body["messages"])
+            or check_tool_history(body, profile)
+            or check_forced_tool(body, profile)
+            or check_response_format(body, profile)
+        )
 
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]:
         return anthropic_sources(body)

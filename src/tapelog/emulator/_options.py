@@ -3,7 +3,9 @@
 ``response_format`` and ``tool_choice`` shape what the model may answer, and
 a wrong one fails only against the real API. These checks refuse the same
 requests with the provider's own message (each names where it was seen;
-docs/emulator.md, "Validation", lists them), and :func:`forced_tool` reads
+docs/emulator.md, "Validation", lists them). What a wire refuses is its
+profile's (``tapelog.cache.WIRE_PROFILES``), the facts the agent loop chooses
+by, so the two cannot disagree; and :func:`forced_tool` reads
 which tool a request forces, so a scripted ``output`` entry can answer the
 way the request asks (docs/emulator.md, "Script format").
 """
@@ -13,17 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tapelog.cache import WireProfile
 from tapelog.cache._api import blocks_of
 
-__all__ = ["check_anthropic_tools", "check_response_format", "forced_tool"]
+__all__ = ["check_forced_tool", "check_response_format", "check_tool_history", "forced_tool"]
 
 # OpenAI: a json_schema response format without its json_schema object
 # (openai/openai-python#1632, architects-toolkit/SmartHopper#259).
 _OPENAI_NO_SCHEMA = "Missing required parameter: 'response_format.json_schema'."
 # DeepSeek has JSON Output only (api-docs.deepseek.com, guides/json_mode): a
-# json_schema format is refused (llm-exe/llm-exe#662, UKGovernmentBEIS/inspect_ai#4916),
-# and json_object needs the word "json" in the prompt (browserbase/stagehand#1204).
-_DEEPSEEK_NO_SCHEMA = "This response_format type is unavailable now"
+# json_schema format is refused (llm-exe/llm-exe#662, UKGovernmentBEIS/inspect_ai#4916;
+# the message is the deepseek profile's), and json_object needs the word "json"
+# in the prompt (browserbase/stagehand#1204).
 _DEEPSEEK_NO_JSON_WORD = (
     "Prompt must contain the word 'json' in some form to use 'response_format' of type"
     " 'json_object'"
@@ -31,6 +34,9 @@ _DEEPSEEK_NO_JSON_WORD = (
 # Anthropic: a history with tool blocks but no tool definitions
 # (anthropics/anthropic-sdk-python#494).
 _ANTHROPIC_NO_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+# Anthropic: extended thinking with a tool_choice that forces a tool (any / tool)
+# (mastra-ai/mastra#7507, can1357/oh-my-pi#341).
+_ANTHROPIC_THINKING_FORCED = "Thinking may not be enabled when tool_choice forces tool use."
 
 
 def _prompt_text(messages: Any) -> str:
@@ -47,16 +53,17 @@ def _prompt_text(messages: Any) -> str:
     return "\n".join(parts)
 
 
-def check_response_format(body: Mapping[str, Any], *, deepseek: bool) -> str | None:
-    """The OpenAI-compatible ``response_format`` the route accepts."""
+def check_response_format(body: Mapping[str, Any], profile: WireProfile) -> str | None:
+    """The OpenAI-compatible ``response_format`` the route's wire accepts."""
     fmt = body.get("response_format")
-    if not isinstance(fmt, Mapping):
+    if not isinstance(fmt, Mapping) or not profile.response_format:
         return None
     kind = fmt.get("type")
-    if deepseek:
-        if kind == "json_schema":
-            return _DEEPSEEK_NO_SCHEMA
-        if kind == "json_object" and "json" not in _prompt_text(body["messages"]).lower():
+    refused = profile.refused_formats.get(kind) if isinstance(kind, str) else None
+    if refused is not None:
+        return refused
+    if kind == "json_object" and profile.json_word_required:
+        if "json" not in _prompt_text(body["messages"]).lower():
             return _DEEPSEEK_NO_JSON_WORD
         return None
     if kind == "json_schema" and not isinstance(fmt.get("json_schema"), Mapping):
@@ -64,14 +71,29 @@ def check_response_format(body: Mapping[str, Any], *, deepseek: bool) -> str | N
     return None
 
 
-def check_anthropic_tools(body: Mapping[str, Any]) -> str | None:
-    """A history holding ``tool_use`` or ``tool_result`` blocks needs ``tools``."""
-    if body.get("tools"):
+def check_tool_history(body: Mapping[str, Any], profile: WireProfile) -> str | None:
+    """A history holding ``tool_use`` or ``tool_result`` blocks needs ``tools``
+    (on a wire whose profile says so: Anthropic's)."""
+    if not profile.tool_history_needs_tools or body.get("tools"):
         return None
     for message in body["messages"]:
+        if message.get("tool_calls") or message.get("role") == "tool":  # the OpenAI shapes
+            return _ANTHROPIC_NO_TOOLS
         for block in blocks_of(message.get("content")):
             if isinstance(block, Mapping) and block.get("type") in ("tool_use", "tool_result"):
                 return _ANTHROPIC_NO_TOOLS
+    return None
+
+
+def check_forced_tool(body: Mapping[str, Any], profile: WireProfile) -> str | None:
+    """With thinking on, a ``tool_choice`` that forces a tool is refused (on a
+    wire whose profile says so; the emulator has the message of Anthropic's)."""
+    if not profile.thinking_refuses_forced_tool or profile.family != "anthropic":
+        return None
+    choice = body.get("tool_choice")
+    kind = choice.get("type") if isinstance(choice, Mapping) else None
+    if kind in ("any", "tool") and profile.thinking(body.get("thinking")):
+        return _ANTHROPIC_THINKING_FORCED
     return None
 
 

@@ -15,7 +15,12 @@ every mapping and the facts behind it.
 
 from tapelog.llm._presets import PRESETS
 from tapelog.llm._provider_file import load_providers
-from tapelog.llm._provider_registry import PROVIDERS, register_provider, unregister_provider
+from tapelog.llm._provider_registry import (
+    PROVIDERS,
+    register_provider,
+    unregister_provider,
+    wire_profile,
+)
 from tapelog.llm._provider_spec import ProviderSpec
 from tapelog.llm._registry import encode_request, make_client
 from tapelog.llm._types import ProviderClient
@@ -32,4 +37,5 @@ __all__ = [
     "make_client",
     "register_provider",
     "unregister_provider",
+    "wire_profile",
 ]

@@ -16,7 +16,6 @@ from tapelog.llm._provider_registry import (
     default_model,
     known_providers,
     provider_spec,
-    wire_identity,
 )
 from tapelog.llm._registry import client_wire, wire_for, wire_named
 from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
@@ -41,6 +40,5 @@ __all__ = [
     "resolve_api_key",
     "usage_prompt_tokens",
     "wire_for",
-    "wire_identity",
     "wire_named",
 ]

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal, get_args
 
+from tapelog.cache._api import ReasoningSendBack, wire_profile_named
 from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
@@ -30,38 +32,20 @@ __all__ = [
 
 OpenAIDialect = Literal["openai", "deepseek", "compatible"]
 
-ReasoningSendBack = Literal["never", "present", "tool_turns", "present_and_tool_turns"]
-"""When logged reasoning goes back as ``reasoning_content`` on assistant messages.
+DEFAULT_REASONING_SEND_BACK: Final[Mapping[str, ReasoningSendBack]] = MappingProxyType(
+    {d: wire_profile_named(d).reasoning_send_back for d in get_args(OpenAIDialect)}
+)
+"""Each dialect's default rule, as its wire profile says (``tapelog.cache.WIRE_PROFILES``,
+where the reasons are written); read at import, for display: the wire asks the profile."""
 
-``never``: not sent. ``present``: on every assistant message that has
-reasoning. ``tool_turns``: on every assistant message with tool calls (an empty
-string when none was logged), and nowhere else. ``present_and_tool_turns``:
-both -- every message with reasoning, and every message with tool calls
-(``""`` when none was logged).
-"""
-
-DEFAULT_REASONING_SEND_BACK: Final[Mapping[str, ReasoningSendBack]] = {
-    # Chat completions has no reasoning input field.
-    "openai": "never",
-    # DeepSeek thinking mode needs reasoning_content back on tool-call turns
-    # and ignores it on other turns (api-docs.deepseek.com, guides/thinking_mode).
-    # The field must be *present* on a tool-call turn even when the model
-    # streamed no reasoning for it (only ``"reasoning_content": ""``, which
-    # leaves no reasoning block in the log): a missing field is a 400
-    # "Missing `reasoning_content` field in the assistant message at message
-    # index N" (reported in HKUDS/nanobot#946, continuedev/continue#11285).
-    "deepseek": "present_and_tool_turns",
-    # Unknown servers: send nothing they might reject.
-    "compatible": "never",
-}
-
-MODEL_REASONING_SEND_BACK: Final[Mapping[tuple[str, str], ReasoningSendBack]] = {
-    # Empty: the R1-era deepseek-reasoner answered 400 to reasoning_content in
-    # the input (api-docs.deepseek.com, guides/reasoning_model, 2025), but
-    # since V3.2 (Dec 2025) the name is the thinking mode of the current model
-    # (V4-Flash from 2026-04-24, retired 2026-07-24), which needs it back on
-    # tool-call turns like every thinking-mode model (guides/thinking_mode).
-}
+MODEL_REASONING_SEND_BACK: Final[Mapping[tuple[str, str], ReasoningSendBack]] = MappingProxyType(
+    {
+        (d, model): rule
+        for d in get_args(OpenAIDialect)
+        for model, rule in wire_profile_named(d).model_reasoning_send_back.items()
+    }
+)
+"""The models whose rule differs from their dialect's, as the profiles say (empty today)."""
 
 _TOKEN_FIELD: Final[Mapping[str, str]] = {
     "openai": "max_completion_tokens",
@@ -92,8 +76,9 @@ class OpenAIWire:
     """The OpenAI-compatible chat completions body, for one dialect.
 
     ``send_back`` overrides the reasoning send-back rule for every model;
-    ``None`` uses the documented default table (:data:`MODEL_REASONING_SEND_BACK`,
-    then :data:`DEFAULT_REASONING_SEND_BACK`).
+    ``None`` uses the dialect's wire profile (``tapelog.cache.WIRE_PROFILES``,
+    shown as :data:`MODEL_REASONING_SEND_BACK` and
+    :data:`DEFAULT_REASONING_SEND_BACK`).
     """
 
     dialect: OpenAIDialect = "openai"
@@ -106,12 +91,11 @@ class OpenAIWire:
         object.__setattr__(self, "name", self.dialect)
 
     def send_back_for(self, model: str) -> ReasoningSendBack:
-        """The reasoning send-back rule in force for ``model``."""
+        """The reasoning send-back rule in force for ``model``: the override, else
+        the dialect's wire profile's (``tapelog.cache.WIRE_PROFILES``)."""
         if self.send_back is not None:
             return self.send_back
-        return MODEL_REASONING_SEND_BACK.get(
-            (self.dialect, model), DEFAULT_REASONING_SEND_BACK[self.dialect]
-        )
+        return wire_profile_named(self.dialect).send_back_for(model)
 
     # --- the body ---------------------------------------------------------
 

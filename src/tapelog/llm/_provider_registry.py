@@ -18,8 +18,13 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
 from tapelog._errors import HeaderError, TapelogError
-from tapelog.cache import ProviderCache, register_provider_cache, unregister_provider_cache
-from tapelog.cache._api import Rule
+from tapelog.cache import (
+    ProviderCache,
+    WireProfile,
+    register_provider_cache,
+    unregister_provider_cache,
+)
+from tapelog.cache._api import Rule, profile_for
 from tapelog.llm._openai_wire import OpenAIDialect
 from tapelog.llm._presets import PRESETS
 from tapelog.llm._provider_spec import ProviderSpec, check_name
@@ -39,6 +44,7 @@ __all__ = [
     "unregister_provider",
     "wire_identity",
     "wire_options",
+    "wire_profile",
 ]
 
 EMULATOR_BASE_URL: Final = "http://emulator/v1"
@@ -267,6 +273,13 @@ def default_model(name: str) -> str | None:
     if spec is not None and spec.default_model is not None:
         return spec.default_model
     return DEFAULT_MODELS.get(name)
+
+
+def wire_profile(config: LlmCallConfig) -> WireProfile:
+    """What the wire of a logged config can do (``tapelog.cache.WIRE_PROFILES``),
+    by the wire identity the config implies: pure, like :func:`wire_identity`."""
+    family, dialect = wire_identity(config)
+    return profile_for(config.provider, family, dialect)
 
 
 def wire_identity(config: LlmCallConfig) -> tuple[str, OpenAIDialect | None]:

@@ -41,7 +41,8 @@ from hashlib import blake2b
 from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
-from tapelog.llm._api import AnthropicWire, OpenAIWire, wire_for
+from tapelog.cache._api import wire_profile_named
+from tapelog.llm._api import AnthropicWire, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
@@ -100,6 +101,9 @@ class Translator:
     def __init__(self, upstream: Upstream, *, cache_size: int = 100_000) -> None:
         self.upstream = upstream
         self.dialect = upstream.dialect or "compatible"
+        # The upstream wire's facts; its reasoning send-back default is the one
+        # the log's rebuild uses too (the same profile, through the wire).
+        self.profile = wire_profile_named(self.dialect)
         self.cache_size = cache_size
         self._current: dict[bytes, Translated] = {}
         self._previous: dict[bytes, Translated] = {}
@@ -244,12 +248,10 @@ class Translator:
     def _send_back(
         self, model: str, rules: frozenset[str], current: EpochHeader | None
     ) -> dict[str, Any]:
-        default = OpenAIWire(dialect=self.dialect).send_back_for(model)  # type: ignore[arg-type]
+        default = self.profile.send_back_for(model)
         explicit = current.config.wire.get("reasoning_send_back") if current else None
         in_force = explicit or (
-            OpenAIWire(dialect=self.dialect).send_back_for(current.config.model)  # type: ignore[arg-type]
-            if current
-            else None
+            self.profile.send_back_for(current.config.model) if current else None
         )
         # Unconstrained (no assistant message yet), "never": most clients send no
         # reasoning back, so their sessions keep one rule from the first request.

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
+from tapelog.cache._api import ReasoningSendBack
 from tapelog.log._api import FrozenDict
 
 __all__ = [
@@ -31,8 +32,9 @@ __all__ = [
 Family = Literal["openai", "anthropic"]
 """The API a client speaks: OpenAI chat completions or Anthropic Messages."""
 
-ALL_RULES: Final = ("never", "present", "tool_turns", "present_and_tool_turns")
-"""The reasoning send-back rules of the OpenAI wire (``config.wire.reasoning_send_back``)."""
+ALL_RULES: Final[tuple[str, ...]] = get_args(ReasoningSendBack)
+"""The reasoning send-back rules of the OpenAI wire (``config.wire.reasoning_send_back``),
+as the wire profiles name them (``tapelog.cache.ReasoningSendBack``)."""
 
 EVERY_RULE: Final = frozenset(ALL_RULES)
 """The rules of a message that any of them reproduces (one shared object)."""

@@ -38,7 +38,7 @@ wrote), ``verify`` also checks:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from tapelog._errors import CorruptLogError, LogError
@@ -274,6 +274,7 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
     turn: tuple[int, int] | None = None  # (turn number, seq of its turn/start)
     step: tuple[int, int, int] | None = None  # (turn, step, seq of its step/start)
     calls: dict[str, int] = {}  # tool/call ids of the open step without a result
+    handed: set[str] = set()  # tool/call ids a step handed to the client (proxy)
     ledger = ToolLedger()  # tool calls of assistant messages without a result
     for event in events:
         etype = event.type
@@ -341,7 +342,9 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
                     else f"the open step is step {step[1]} of turn {step[0]} (seq {step[2]})"
                 )
                 problems.append(_problem(event, f"step {k} of turn {t} ends, but {what}"))
-            if calls and not _hands_over(events, event.seq):
+            if calls and _hands_over(events, event.seq):
+                handed.update(calls)
+            elif calls:
                 listed = ", ".join(f"{cid} (seq {seq})" for cid, seq in calls.items())
                 problems.append(
                     _problem(
@@ -371,24 +374,33 @@ def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
                 calls.pop(data["call_id"], None)
             ledger.observe(event)
     if (asked := ledger.asked()) and events:
-        problems.extend(_left_unanswered(session, asked))
+        problems.extend(_left_unanswered(session, asked, handed))
     return problems
 
 
-def _left_unanswered(session: Session, asked: list[OpenCall]) -> list[Problem]:
+def _left_unanswered(
+    session: Session, asked: list[OpenCall], handed: Collection[str]
+) -> list[Problem]:
     """The log ends with tool calls of an assistant message that have no result:
     the next request would be refused, unless repair on resume answers them, or
-    the turn handed them to a client whose next request brings their results
-    (the proxy's ``turn/end {"kind": "tool_calls"}``)."""
+    the turn handed them to a client whose next request brings their results:
+    ``handed`` names the logged calls whose step ended so (:func:`_hands_over`),
+    and a log of an older proxy, which logged no ``tool/call``, ended such a
+    turn ``tool_calls``."""
     last_end = next((e for e in reversed(session.events) if e.type == "turn/end"), None)
-    if (
-        last_end is not None
-        and last_end.data["reason"]["kind"] == "tool_calls"
-        and all((call.asked_at or 0) < last_end.seq for call in asked)
-    ):
-        return []
+    handed_seq = (
+        last_end.seq
+        if last_end is not None and last_end.data["reason"]["kind"] == "tool_calls"
+        else -1
+    )
     closing = {call.call_id for call in plan_repair(session).calls}
-    left = [call for call in asked if call.call_id not in closing]
+    left = [
+        call
+        for call in asked
+        if call.call_id not in closing
+        and call.call_id not in handed
+        and not (call.asked_at or 0) < handed_seq
+    ]
     if not left:
         return []
     last = session.events[-1]
