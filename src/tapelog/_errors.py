@@ -19,6 +19,7 @@ whole sentence that names what went wrong and, where there is one, the fix::
     │   ├── FormatVersionError              another format version on disk
     │   ├── CorruptLogError                 damaged stored data (names the line)
     │   ├── UndigestedEventsError           resume refused: events no digest covers
+    │   ├── UnstoredEventsError             a write failed (says what is stored when shown)
     │   └── InvalidSessionIdError
     ├── ReconstructionError                 a request the log cannot explain
     │   └── ClientMismatchError             a client that does not speak the logged config
@@ -37,6 +38,8 @@ internal control-flow exception, :class:`Aborted`, which is no ``TapelogError``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 __all__ = [
     "Aborted",
@@ -66,6 +69,7 @@ __all__ = [
     "TapelogError",
     "ToolError",
     "UndigestedEventsError",
+    "UnstoredEventsError",
 ]
 
 
@@ -117,6 +121,23 @@ class ForkError(TapelogError):
 
 class StoreError(TapelogError):
     """Something went wrong reading or writing stored sessions."""
+
+
+class UnstoredEventsError(StoreError):
+    """A write of a session writer failed; its message says what is stored when it is shown.
+
+    The writer keeps the events and a later flush (the closing one) may store
+    them after all: a message fixed at raise time ("none of the 7 events was
+    stored") would be false by the time a command prints it on exit, so the
+    message is worked out again each time (``describe``).
+    """
+
+    def __init__(self, describe: Callable[[], str]) -> None:
+        self._describe = describe
+        super().__init__(describe())
+
+    def __str__(self) -> str:
+        return self._describe()
 
 
 class SessionNotFoundError(StoreError):

@@ -22,9 +22,10 @@ from tapelog import OutputError
 from tapelog.agent import OutputSpec
 from tapelog.agent._output import OUTPUT_TOOL, OutputRun, shape_request
 from tapelog.agent._tools import Toolset
-from tapelog.cache import WIRE_PROFILES, WireProfile
+from tapelog.cache import WireProfile
 from tapelog.cache import _profiles as profiles_module
 from tapelog.cache._api import OUTPUT_MODES
+from tapelog.cache._profiles import WIRE_PROFILES
 from tapelog.emulator import Emulator
 from tapelog.emulator._app import ROUTES
 from tapelog.llm import wire_profile

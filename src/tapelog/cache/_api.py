@@ -2,12 +2,7 @@
 cache audit share, so that the two cannot disagree (internal: docs/architecture.md).
 """
 
-from tapelog.cache._profiles import (
-    OUTPUT_MODES,
-    ReasoningSendBack,
-    profile_for,
-    wire_profile_named,
-)
+from tapelog.cache._profiles import OUTPUT_MODES, ReasoningSendBack, profile_for, wire_profile_named
 from tapelog.cache._providers import provider_cache
 from tapelog.cache._rules import (
     CacheOutcome,

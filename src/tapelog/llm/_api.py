@@ -18,6 +18,7 @@ from tapelog.llm._provider_registry import (
     provider_spec,
 )
 from tapelog.llm._registry import client_wire, wire_for, wire_named
+from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "BodyCache",
     "OpenAIStreamParser",
     "OpenAIWire",
+    "SecretGuard",
     "WireFormat",
     "assemble_message",
     "client_wire",

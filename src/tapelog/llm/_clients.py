@@ -10,7 +10,7 @@ at send time, put only into a request header, and registered as a secret, so
 it is redacted from any error text and from everything logged. A secret a model
 streams in two pieces is caught too: while a piece of text ends with what may
 be the start of a registered secret, that tail is held back and sent on with
-the next piece (see :class:`_SecretGuard`).
+the next piece (see :class:`tapelog.llm.SecretGuard`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 import httpx
 from httpx_sse import ServerSentEvent
@@ -29,9 +29,9 @@ from tapelog.llm._http import resolve_api_key, stream_sse
 from tapelog.llm._openai_stream import OpenAIStreamParser
 from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._pieces import BodyCache
+from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, LlmRequest
-from tapelog.log import redact
-from tapelog.log._api import FrozenDict, freeze, has_secrets, secret_prefix_length
+from tapelog.log._api import FrozenDict, has_secrets
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient"]
 
@@ -45,75 +45,6 @@ class _Parser(Protocol):
     def feed(self, event: ServerSentEvent) -> list[FrozenDict]: ...
 
     def end(self) -> list[FrozenDict]: ...
-
-
-_HELD_FIELDS: Final = {"text": "text", "reasoning": "text", "tool_call": "arguments"}
-"""The chunk kinds whose pieces are joined into one text, and the field holding it."""
-
-
-class _SecretGuard:
-    """Keeps a registered secret from being logged in pieces.
-
-    Each streamed piece is logged as its own chunk, so a secret split across
-    two frames would be in the log with neither chunk holding it whole. While
-    the text of a block (text, reasoning, tool-call arguments) ends with what
-    begins a secret (:func:`tapelog.log.secret_prefix_length`, which also
-    looks at the end of what the block already emitted), that part of the
-    piece is held back and put in front of the block's next piece, where the
-    whole secret is redacted. Any other chunk (another block, usage, finish)
-    first releases what is held, so chunks keep their order; :meth:`release`
-    gives it back at the end of the stream. Chunks that end with no such text
-    pass unchanged.
-    """
-
-    _CONTEXT: Final = 512
-    """How much of what a block emitted is kept to match a secret's start against."""
-
-    def __init__(self, *, active: bool) -> None:
-        self._active = active  # off when no secret is registered: chunks pass as they are
-        self._block: tuple[Any, Any] | None = None
-        self._tail = ""  # held back, not yet emitted
-        self._context = ""  # the end of what the block emitted
-
-    def feed(self, chunk: FrozenDict) -> list[FrozenDict]:
-        if not self._active:
-            return [chunk]
-        kind = chunk.get("kind")
-        field = _HELD_FIELDS.get(kind) if isinstance(kind, str) else None
-        block = (kind, chunk.get("index"))
-        out: list[FrozenDict] = []
-        if field is None or not isinstance(chunk.get(field), str):
-            out.extend(self.release())
-            self._block = None
-            out.append(chunk)
-            return out
-        if block != self._block:
-            out.extend(self.release())
-            self._block, self._context = block, ""
-        piece: str = chunk[field]
-        text = redact(self._tail + piece) if self._tail else piece
-        held = min(secret_prefix_length(self._context + text), len(text))
-        head = text[: len(text) - held]
-        self._tail = text[len(text) - held :]
-        self._context = (self._context + head)[-self._CONTEXT :]
-        if text is piece and not held:
-            out.append(chunk)
-        elif head or chunk.get("id") or chunk.get("name"):
-            out.append(freeze({**chunk, field: head}))
-        return out
-
-    def release(self) -> list[FrozenDict]:
-        """The held text as a chunk of its block (none when nothing is held)."""
-        if not self._tail or self._block is None:
-            return []
-        kind, index = self._block
-        piece: dict[str, Any] = {"kind": kind}
-        if index is not None:
-            piece["index"] = index
-        piece[_HELD_FIELDS[str(kind)]] = self._tail
-        self._context = (self._context + self._tail)[-self._CONTEXT :]
-        self._tail = ""
-        return [freeze(piece)]
 
 
 class _SseClient:
@@ -168,7 +99,7 @@ class _SseClient:
         if body is None:
             body = self.wire.encode_body(request, cache=self.cache)
         parser = self._parser()
-        guard = _SecretGuard(active=has_secrets())
+        guard = SecretGuard(active=has_secrets())
         events = stream_sse(
             self.http,
             provider=self.provider,

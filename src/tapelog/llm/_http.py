@@ -34,6 +34,7 @@ from tapelog.llm._types import AbortHandle
 from tapelog.log import decode, redact, register_secret
 
 __all__ = [
+    "REQUEST_ID_CHARS",
     "error_from_response",
     "event_frame",
     "parse_retry_after",
@@ -44,6 +45,9 @@ __all__ = [
 T = TypeVar("T")
 
 _EXCERPT = 300
+REQUEST_ID_CHARS: Final = 120
+"""The longest request id kept (an id is tens of characters; more is no id)."""
+_UNPRINTABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
     "maximum context length",
@@ -172,7 +176,7 @@ def error_from_response(
 ) -> ProviderError:
     """A non-2xx answer as a ProviderError (or ContextOverflowError), with the
     delay its headers asked for before a retry (``retry_after``)."""
-    request_id = headers.get("x-request-id") or headers.get("request-id")
+    request_id = _request_id(headers, secret)
     excerpt = _excerpt(text, secret)
     message, code = _error_fields(text)
     rid = f" (request id {request_id})" if request_id else ""
@@ -208,6 +212,19 @@ def error_from_response(
         retryable=retryable,
         retry_after=retry_after,
     )
+
+
+def _request_id(headers: httpx.Headers, secret: str | None) -> str | None:
+    """The provider's request id, as shown and kept: redacted (a proxy or a
+    provider may echo the key there), control characters made spaces, at most
+    :data:`REQUEST_ID_CHARS` characters."""
+    raw = headers.get("x-request-id") or headers.get("request-id")
+    if not raw:
+        return None
+    text = _UNPRINTABLE.sub(" ", _redact(raw, secret))
+    if len(text) > REQUEST_ID_CHARS:
+        text = text[: REQUEST_ID_CHARS - 1] + "…"
+    return text
 
 
 async def _race(awaitable: Awaitable[T], abort_task: asyncio.Future[None]) -> T:

@@ -9,7 +9,7 @@ users do not (the trusted freezes, the folds, ``paused_gc``, ...) is in
 
 from tapelog.log._canonical import decode, encode
 from tapelog.log._events import PACKED_TYPES
-from tapelog.log._redact import redact, register_secret
+from tapelog.log._redact import redact, register_secret, secret_scope
 
 __all__ = [
     "PACKED_TYPES",
@@ -17,4 +17,5 @@ __all__ = [
     "encode",
     "redact",
     "register_secret",
+    "secret_scope",
 ]

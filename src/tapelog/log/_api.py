@@ -29,11 +29,13 @@ from tapelog.log._header import (
 from tapelog.log._pairing import OpenCall, ToolLedger, unanswered_tool_calls
 from tapelog.log._projection import derive_event_message
 from tapelog.log._recorder import HeaderRecorder
-from tapelog.log._redact import has_secrets, secret_prefix_length
+from tapelog.log._redact import REDACTED, has_secrets, scoped_secrets, secret_prefix_length
 from tapelog.log._repair import answer_open_calls, plan_repair, repair_interrupted
+from tapelog.log._secret_shape import looks_like_secret, names_a_secret
 from tapelog.log._session import Session, SessionEvents, SessionInfo, new_session_id
 
 __all__ = [
+    "REDACTED",
     "SESSION_FORMAT_VERSION",
     "EpochHeader",
     "Event",
@@ -65,10 +67,13 @@ __all__ = [
     "freeze_trusted",
     "has_secrets",
     "header_from_json",
+    "looks_like_secret",
+    "names_a_secret",
     "new_session_id",
     "paused_gc",
     "plan_repair",
     "repair_interrupted",
+    "scoped_secrets",
     "secret_prefix_length",
     "thaw",
     "unanswered_tool_calls",

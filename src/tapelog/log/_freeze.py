@@ -11,10 +11,14 @@ string keys, only JSON types, no cycles, ints within 64 bits, valid UTF-8.
 The path of an offending value (``data.content[2].text``) is built only when an
 error unwinds, so the happy path pays nothing for it.
 
-The walk is also the log's one choke point for secrets: every string (and key)
+The walk is also the log's one choke point for secrets: every content string
 it copies goes through :func:`tapelog.log.redact`, so a registered secret (an
-API key, a store password) never reaches logged data. With no secret
-registered this costs one attribute test per string.
+API key, a store password) never reaches logged data. Structure is never
+redacted: object keys, and the strings of the fields that name or identify
+rather than say something (:data:`STRUCTURAL_FIELDS`, any ``*_id``): an event
+type, a role or a tool-call id changed to ``***`` would make the log say
+something else or not load at all. With no secret known this costs one
+attribute test per string.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from tapelog.log._redact import _REGISTRY as _SECRETS
 from tapelog.log._redact import redact
 
 __all__ = [
+    "STRUCTURAL_FIELDS",
     "FrozenDict",
     "FrozenList",
     "JsonValue",
@@ -44,6 +49,21 @@ __all__ = [
 
 JsonValue: TypeAlias = Any
 """A lossless JSON value: None, bool, int, float, str, list or str-keyed dict."""
+
+STRUCTURAL_FIELDS: Final = frozenset(
+    {
+        "dialect",
+        "finish_reason",
+        "id",
+        "kind",
+        "provider",
+        "role",
+        "stop_reason",
+        "type",
+    }
+)
+"""Fields whose string value is a name, an enum or an id, never redacted (nor is
+any field whose name ends in ``_id``); every other string is content."""
 
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
@@ -158,11 +178,8 @@ def _walk(value: Any) -> Any:
     t = type(value)
     if t is str:
         if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _Bad("string is not valid UTF-8 (lone surrogate)") from None
-        return redact(value) if _SECRETS.needles and not _FAITHFUL.get() else value
+            _check_utf8(value)
+        return redact(value) if _SECRETS.live and not _FAITHFUL.get() else value
     if t is FrozenDict or t is FrozenList or value is None or t is bool:
         return value
     if t is int:
@@ -175,14 +192,12 @@ def _walk(value: Any) -> Any:
         return value
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
-        secrets = bool(_SECRETS.needles) and not _FAITHFUL.get()
+        redacting = _SECRETS.live and not _FAITHFUL.get()
         for k, v in value.items():
             if type(k) is not str:
                 raise _Bad(f"key {k!r} is a {type(k).__name__}; JSON keys must be strings")
-            if secrets:
-                k = redact(k)
             try:
-                out[k] = _walk(v)
+                out[k] = _structural(v) if redacting and _is_structural(k, v) else _walk(v)
             except _Bad as bad:
                 bad.parts.append(f".{k}")
                 raise
@@ -208,6 +223,24 @@ def _walk(value: Any) -> Any:
     if callable(to_json):  # tapelog's own records (EpochHeader, LlmCallConfig) log as JSON
         return _walk(to_json())
     raise _Bad(f"{type(value).__name__} is not a JSON type")
+
+
+def _is_structural(key: str, value: Any) -> bool:
+    return type(value) is str and (key in STRUCTURAL_FIELDS or key.endswith("_id"))
+
+
+def _structural(value: str) -> str:
+    """A structural string: validated like any other, never redacted."""
+    if not value.isascii():
+        _check_utf8(value)
+    return value
+
+
+def _check_utf8(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Bad("string is not valid UTF-8 (lone surrogate)") from None
 
 
 def _find_cycle(value: Any, active: set[int], path: str) -> str | None:

@@ -4,7 +4,7 @@ Whoever reads a secret registers it (:func:`register_secret`): the LLM clients
 when they read an API key from the environment, the PostgreSQL store when its
 connection string holds a password. From then on :func:`redact` replaces the
 secret with :data:`REDACTED` wherever it appears, in any of the forms a
-provider, a tool or a model may echo it in:
+provider, a tool or a model may echo it in (``_secret_forms``):
 
 * as it is;
 * JSON-escaped: the escaped string content (``\\"``, ``\\\\``, control
@@ -17,263 +17,316 @@ provider, a tool or a model may echo it in:
   match, so a character or two around the marker may remain);
 * URL-encoded: any of its characters written ``%XX`` (UTF-8 bytes, either hex
   case), ``+`` for a space; escapes of both kinds may be mixed;
-* without its first one to three characters (as long as eight remain), as it
-  is: what the second piece of a streamed text holds when a secret is split
-  right after its first characters (see :func:`secret_prefix_length`).
+* without its first one to three characters (as long as eight remain), in
+  any of the forms above: what the second piece of a streamed text holds when
+  a secret is split right after its first characters (see
+  :func:`secret_prefix_length`).
 
-The log's one choke point is :func:`tapelog.log.freeze`: every string of every
-logged event goes through it (``Session.append`` freezes what it is given), so
-a registered secret never enters the log, and requests, which are rebuilt from
-the log, carry the redacted text too.
+The log's one choke point is :func:`tapelog.log.freeze`: every content string
+of every logged event goes through it (``Session.append`` freezes what it is
+given), so a registered secret never enters the log, and requests, which are
+rebuilt from the log, carry the redacted text too.
 
-Secrets shorter than :data:`MIN_SECRET_LENGTH` characters are not registered:
-a few characters occur by chance in ordinary text, and blanking them would
-garble it. The registry is process-wide and only grows (:func:`forget_secrets`
-empties it, for tests). With no secret registered :func:`redact` returns at
-once; otherwise it costs a few substring searches per text.
+Only values that can be secrets are registered: eight or more characters,
+and never one word of letters (``_secret_shape``), which occurs by chance in
+ordinary text. The process-wide registry only grows (:func:`forget_secrets`
+empties it, for tests). :func:`secret_scope` adds secrets for the current
+context only (a proxy request's own credentials): they are redacted while
+that request is handled and never from another's. With no secret known
+:func:`redact` returns at once; otherwise it costs a few substring searches
+per text.
 """
 
 from __future__ import annotations
 
-import base64
+import contextvars
+import functools
 import re
 import threading
-import urllib.parse
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
-import orjson
+from tapelog.log._secret_forms import (
+    MIN_SECRET_LENGTH,
+    base64_forms,
+    cut,
+    decode_prefix,
+    escaped_pattern,
+    literal_forms,
+    triggers,
+    unescape_loosely,
+)
+from tapelog.log._secret_shape import is_word
 
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "can_be_secret",
     "forget_secrets",
     "has_secrets",
     "redact",
     "register_secret",
+    "scoped_secrets",
     "secret_prefix_length",
+    "secret_scope",
 ]
 
 REDACTED: Final = "***"
 """What a secret (in any of its forms) is replaced with."""
 
-MIN_SECRET_LENGTH: Final = 8
-"""Shorter values are never registered: too many false hits in ordinary text."""
 
-_CUT_AT_MOST: Final = 3
-"""A secret is also found without up to this many leading characters."""
-_SHORT_ESCAPES: Final = {"\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
-_UNESCAPE: Final = {v: k for k, v in _SHORT_ESCAPES.items()}
-_ANY_ESCAPE: Final = re.compile(r"\\+(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
-_URLSAFE: Final = str.maketrans("+/", "-_")
-_LOWER_HEX: Final = re.compile(r"%[0-9A-F]{2}")
+def can_be_secret(value: str) -> bool:
+    """Whether ``value`` may be registered: eight or more characters, not one word."""
+    return len(value) >= MIN_SECRET_LENGTH and not is_word(value)
+
+
+class _SecretSet:
+    """A set of secrets compiled for :func:`redact` and :func:`secret_prefix_length`
+    (immutable: a new set replaces the old one as a whole)."""
+
+    __slots__ = (
+        "decoded_starts",
+        "escaped",
+        "literal_starts",
+        "longest",
+        "needles",
+        "plain_window",
+        "secrets",
+        "shortest",
+        "starts",
+        "targets",
+        "triggers",
+        "window",
+    )
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = tuple(sorted(set(secrets), key=len, reverse=True))
+        needles: set[str] = set()
+        for secret in self.secrets:
+            needles |= literal_forms(secret)
+        # Longest first: a form that contains another is replaced whole.
+        self.needles = tuple(sorted(needles, key=len, reverse=True))
+        self.shortest = min((len(n) for n in needles), default=0)
+        pattern = "|".join(f"(?:{escaped_pattern(s)})" for s in self.secrets)
+        self.escaped = re.compile(pattern) if pattern else None
+        self.targets = tuple(s[cut(s) :] for s in self.secrets)  # in every loose form
+        self.triggers = triggers(self.secrets)
+        # What the end of a streamed text may begin: base64 forms matched literally ...
+        self.literal_starts: dict[str, list[tuple[str, int]]] = {}
+        for secret in self.secrets:
+            for form in sorted(base64_forms(secret)):
+                self.literal_starts.setdefault(form[0], []).append((form, cut(form) + 1))
+        # ... the rest decoded (raw, JSON- and URL-escaped), starting at one of these.
+        self.decoded_starts = frozenset({s[0] for s in self.secrets} | {"\\", "%"})
+        self.starts = _starts(self.secrets, self.literal_starts) if self.secrets else None
+        self.longest = max((len(s) for s in self.secrets), default=0)
+        self.window = 12 * self.longest + 8  # an escaped character is 6 or more characters
+        self.plain_window = 4 * self.longest // 3 + 4  # base64 is the longest unescaped form
+
+    def redact(self, text: str) -> str:
+        if len(text) < self.shortest:
+            return text
+        # The escaped forms first: a literal form inside one (the raw rest of a
+        # secret whose first characters are escaped) would otherwise leave them.
+        escaped = self.escaped
+        if escaped is not None and any(t in text for t in self.triggers):
+            candidates = unescape_loosely(text)
+            if any(target in loose for loose in candidates for target in self.targets):
+                text = escaped.sub(REDACTED, text)
+        for needle in self.needles:
+            if needle in text:
+                text = text.replace(needle, REDACTED)
+        return text
+
+    def prefix_length(self, text: str, at_least: int) -> int:
+        """The longest end of ``text`` (longer than ``at_least``) that begins a
+        form of a secret and is long enough to hold back (see
+        :func:`secret_prefix_length`); 0 if none."""
+        if self.starts is None:
+            return 0
+        first = max(0, len(text) - self.window)
+        if "\\" not in text[first:] and "%" not in text[first:]:
+            first = max(0, len(text) - self.plain_window)  # no escape: as it is or base64
+        for match in self.starts.finditer(text, first):
+            i = match.start()
+            size = len(text) - i
+            if size <= at_least:
+                return 0
+            if text[i] == "\\" and i > 0 and text[i - 1] == "\\":
+                continue  # inside a run of backslashes: its start was tried
+            if self._begins_a_form(text[i:]):
+                return size
+        return 0
+
+    def _begins_a_form(self, tail: str) -> bool:
+        for form, enough in self.literal_starts.get(tail[0], ()):
+            if enough <= len(tail) < len(form) and form.startswith(tail):
+                return True
+        if tail[0] not in self.decoded_starts:
+            return False
+        decoded = decode_prefix(tail, self.secrets)
+        if decoded is None:
+            return False
+        text, open_escape = decoded
+        return any(
+            len(tail) > cut(secret)
+            and secret.startswith(text)
+            and (open_escape or len(text) < len(secret))
+            for secret in self.secrets
+        )
+
+
+def _starts(secrets: tuple[str, ...], literal: dict[str, list[tuple[str, int]]]) -> re.Pattern[str]:
+    """Where in a text a form of ``secrets`` may start: a secret's first two
+    characters (the second may be escaped or still to come), an escape that
+    may encode a first character, a base64 form's first two characters. Most
+    text has few such places, so few are looked at in Python."""
+    firsts = "".join(sorted({s[0] for s in secrets}))
+    ways = {re.escape(s[0]) + f"(?:{re.escape(s[1])}|\\\\|%|\\Z)" for s in secrets if len(s) > 1}
+    ways.add(f"\\\\+(?:u|[{re.escape(firsts)}]|\\Z)")
+    ways.add("%(?:[0-9a-fA-F]|\\Z)")
+    for forms in literal.values():
+        ways.update(re.escape(f[:2]) + "|" + re.escape(f[0]) + "\\Z" for f, _ in forms)
+    return re.compile("(?=" + "|".join(sorted(ways)) + ")")
+
+
+_EMPTY: Final = _SecretSet(())
 
 
 class _Registry:
-    """The registered secrets and what :func:`redact` searches for.
+    """The process-wide secrets (``current``, replaced as a whole, never mutated,
+    so a reader on another thread sees either the old set or the new one) and
+    whether any secret is known anywhere (``live``: freeze's one test)."""
 
-    ``needles`` is replaced as a whole (never mutated), last, so a reader on
-    another thread sees either the old set or the new one.
-    """
-
-    __slots__ = ("escaped", "lock", "needles", "secrets", "shortest", "triggers")
+    __slots__ = ("current", "live", "lock", "scopes")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.secrets: tuple[str, ...] = ()
-        self.escaped: re.Pattern[str] | None = None
-        self.triggers: tuple[str, ...] = ()  # what an escaped secret must contain
-        self.shortest = 0  # no text shorter than this holds a secret in any form
-        self.needles: tuple[str, ...] = ()
+        self.current = _EMPTY
+        self.scopes = 0  # how many secret_scope blocks are open, in any context
+        self.live = False
+
+    def update(self) -> None:
+        self.live = bool(self.current.secrets) or self.scopes > 0
 
 
 _REGISTRY: Final = _Registry()
+_SCOPED: Final[contextvars.ContextVar[_SecretSet]] = contextvars.ContextVar(
+    "tapelog_scoped_secrets", default=_EMPTY
+)
 
 
-def _base64_forms(secret: str) -> set[str]:
-    """The base64 characters that encode ``secret`` alone, at each byte alignment.
-
-    In a blob the secret starts at a byte offset of 0, 1 or 2 modulo 3; the
-    characters kept are those whose six bits all come from the secret's bytes.
-    """
-    data = secret.encode("utf-8")
-    forms: set[str] = set()
-    for offset in range(3):
-        blob = base64.b64encode(bytes(offset) + data).decode("ascii")
-        start = -(-4 * offset // 3)  # ceil(8 * offset / 6)
-        end = 8 * (offset + len(data)) // 6
-        piece = blob[start:end]
-        forms.add(piece)
-        forms.add(piece.translate(_URLSAFE))
-    return forms
-
-
-def _url_forms(secret: str) -> set[str]:
-    quoted = urllib.parse.quote(secret, safe="")
-    plus = urllib.parse.quote_plus(secret, safe="")
-    lower = (_LOWER_HEX.sub(lambda m: m.group().lower(), q) for q in (quoted, plus))
-    return {quoted, plus, *lower}
-
-
-def _cut(secret: str) -> int:
-    """How many leading characters ``secret`` is also found without."""
-    return max(0, min(_CUT_AT_MOST, len(secret) - MIN_SECRET_LENGTH))
-
-
-def _needles(secret: str) -> set[str]:
-    """Every literal form :func:`redact` replaces (the escaped ones also by pattern)."""
-    escaped = orjson.dumps(secret).decode("utf-8")[1:-1]
-    forms = {secret, escaped, escaped.replace("/", "\\/")}
-    forms.update(secret[cut:] for cut in range(1, _cut(secret) + 1))
-    forms |= _base64_forms(secret)
-    forms |= _url_forms(secret)
-    return {form for form in forms if form}
-
-
-def _hex(digits: str) -> str:
-    """A pattern for the hex ``digits``, each in either case."""
-    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in digits)
-
-
-def _escaped_pattern(secret: str) -> str:
-    """A pattern for ``secret`` with any of its characters JSON-escaped (at any
-    depth) or URL-encoded."""
-    parts: list[str] = []
-    for char in secret:
-        code = ord(char)
-        alternatives = [re.escape(char)]
-        if code > 0xFFFF:
-            high = 0xD800 + ((code - 0x10000) >> 10)
-            low = 0xDC00 + ((code - 0x10000) & 0x3FF)
-            alternatives.append(rf"\\+u{_hex(f'{high:04x}')}\\+u{_hex(f'{low:04x}')}")
-        else:
-            alternatives.append(rf"\\+u{_hex(f'{code:04x}')}")
-        if char in '"\\/':
-            alternatives.append(r"\\+" + re.escape(char))
-        short = _SHORT_ESCAPES.get(char)
-        if short is not None:
-            alternatives.append(r"\\+" + short)
-        alternatives.append("".join("%" + _hex(f"{byte:02x}") for byte in char.encode("utf-8")))
-        if char == " ":
-            alternatives.append(r"\+")
-        parts.append("(?:" + "|".join(alternatives) + ")")
-    return "".join(parts)
-
-
-def _triggers(secrets: tuple[str, ...]) -> tuple[str, ...]:
-    """What a text holding one of ``secrets`` with an escaped character contains.
-
-    ``\\n`` and the like are common in text (code, JSON): they trigger the
-    escaped-pattern search only when a secret has such a character.
-    """
-    found = {"\\u", "%"}
-    for secret in secrets:
-        found.update("\\" + c for c in secret if c in '"\\/')
-        found.update("\\" + _SHORT_ESCAPES[c] for c in secret if c in _SHORT_ESCAPES)
-        if " " in secret:
-            found.add("+")
-    return tuple(sorted(found))
+def _candidates(value: str | None) -> set[str]:
+    if not isinstance(value, str):
+        return set()
+    return {v for v in (value, value.strip()) if can_be_secret(v)}
 
 
 def register_secret(value: str | None) -> bool:
     """Redact ``value`` from now on wherever :func:`redact` runs (the log, errors, output).
 
-    Values shorter than :data:`MIN_SECRET_LENGTH` characters (and ``None``)
-    are ignored; a value with surrounding whitespace is registered with and
+    Values that cannot be secrets (:func:`can_be_secret`: shorter than
+    :data:`MIN_SECRET_LENGTH` characters, or one word) and ``None`` are
+    ignored; a value with surrounding whitespace is registered with and
     without it. Returns whether anything was registered.
     """
-    if not isinstance(value, str):
-        return False
-    candidates = {v for v in (value, value.strip()) if len(v) >= MIN_SECRET_LENGTH}
+    candidates = _candidates(value)
     registry = _REGISTRY
     with registry.lock:
-        new = candidates - set(registry.secrets)
-        if not new:
-            return bool(candidates)
-        secrets = tuple(sorted({*registry.secrets, *new}, key=len, reverse=True))
-        needles: set[str] = set()
-        for secret in secrets:
-            needles |= _needles(secret)
-        pattern = "|".join(f"(?:{_escaped_pattern(s)})" for s in secrets)
-        registry.secrets = secrets
-        registry.escaped = re.compile(pattern)
-        registry.triggers = _triggers(secrets)
-        registry.shortest = min(len(n) for n in needles)
-        # Longest first: a form that contains another is replaced whole.
-        registry.needles = tuple(sorted(needles, key=len, reverse=True))
-    return True
+        known = set(registry.current.secrets)
+        if candidates - known:
+            registry.current = _SecretSet(known | candidates)
+            registry.update()
+    return bool(candidates)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(secrets: frozenset[str]) -> _SecretSet:
+    """The set of ``secrets``, compiled once (a proxy client sends its key with
+    every request; compiling its patterns takes milliseconds)."""
+    return _SecretSet(secrets)
+
+
+@contextmanager
+def secret_scope(values: Iterable[str]) -> Iterator[None]:
+    """Redact ``values`` (those that can be secrets) too, in this context only.
+
+    For secrets that belong to one task: a proxy client's key is redacted from
+    what that client's request logs, never from another client's session.
+    Tasks started inside the block inherit the scope. Nests: an inner scope
+    adds to the outer one.
+    """
+    new = {c for v in values for c in _candidates(v)}
+    outer = _SCOPED.get()
+    if not new - set(outer.secrets):
+        yield
+        return
+    token = _SCOPED.set(_compiled(frozenset({*outer.secrets, *new})))
+    with _REGISTRY.lock:
+        _REGISTRY.scopes += 1
+        _REGISTRY.update()
+    try:
+        yield
+    finally:
+        _SCOPED.reset(token)
+        with _REGISTRY.lock:
+            _REGISTRY.scopes -= 1
+            _REGISTRY.update()
+
+
+def scoped_secrets() -> tuple[str, ...]:
+    """The secrets :func:`secret_scope` added in this context (to enter the
+    same scope again in another task)."""
+    return _SCOPED.get().secrets
 
 
 def forget_secrets() -> None:
-    """Empty the registry (for tests; a running program has no reason to)."""
+    """Empty the process-wide registry (for tests; a running program has no reason to)."""
     registry = _REGISTRY
     with registry.lock:
-        registry.needles = ()
-        registry.escaped = None
-        registry.triggers = ()
-        registry.shortest = 0
-        registry.secrets = ()
+        registry.current = _EMPTY
+        registry.update()
+
+
+def _sets() -> tuple[_SecretSet, ...]:
+    """The secret sets in force here: the process-wide one, and this context's."""
+    registry = _REGISTRY
+    if not registry.scopes:
+        return (registry.current,)
+    return (registry.current, _SCOPED.get())
 
 
 def has_secrets() -> bool:
-    """Whether any secret is registered (else :func:`redact` changes nothing)."""
-    return bool(_REGISTRY.needles)
-
-
-def _unescape_loosely(text: str) -> tuple[str, ...]:
-    """``text`` with every JSON escape undone, however deeply nested, and then
-    URL-decoded with and without ``+`` for a space (a prefilter: whether the
-    escaped pattern can match at all)."""
-
-    def one(match: re.Match[str]) -> str:
-        if match.group(1) is not None:
-            return chr(int(match.group(1), 16))
-        char = match.group(2)
-        return _UNESCAPE.get(char, char)
-
-    loose = _ANY_ESCAPE.sub(one, text) if "\\" in text else text
-    if "\\u" in text:  # pair the surrogates that \uD83D\uDE00 escapes leave behind
-        loose = loose.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    if "%" not in loose:
-        return (loose,)
-    return urllib.parse.unquote(loose), urllib.parse.unquote_plus(loose)
+    """Whether any secret is known here (else :func:`redact` changes nothing)."""
+    return _REGISTRY.live and any(s.secrets for s in _sets())
 
 
 def redact(text: str) -> str:
-    """``text`` with every registered secret, in every form above, replaced by ``***``."""
-    registry = _REGISTRY
-    needles = registry.needles
-    if not needles or len(text) < registry.shortest:
+    """``text`` with every known secret, in every form above, replaced by ``***``."""
+    if not _REGISTRY.live:
         return text
-    for needle in needles:
-        if needle in text:
-            text = text.replace(needle, REDACTED)
-    escaped = registry.escaped
-    if escaped is not None and any(t in text for t in registry.triggers):
-        candidates = _unescape_loosely(text)
-        if any(secret in loose for loose in candidates for secret in registry.secrets):
-            text = escaped.sub(REDACTED, text)
+    for secrets in _sets():
+        if secrets.secrets:
+            text = secrets.redact(text)
     return text
 
 
 def secret_prefix_length(text: str) -> int:
-    """How many characters at the end of ``text`` begin a registered secret.
+    """How many characters at the end of ``text`` begin a known secret, in any form.
 
     A streamed text may bring a secret in two pieces; a client holds back this
     many characters until the next piece shows whether the secret follows.
-    A piece that ends with only the first one to three characters of a secret
-    is not held back (0): the rest of the secret, which the next piece would
-    then start with, is itself redacted (see :func:`redact`), so common
-    endings ("s" before "sk-...") do not reshape the stream. 0 also when
-    nothing is registered.
+    The end is held back when it begins the secret as it is, escaped (JSON or
+    URL; an escape cut in the middle, ``\\u00``, counts) or in base64. An end
+    of only one to three characters is not held back (0): the rest of the
+    secret, which the next piece would then start with, is itself redacted
+    (see :func:`redact`), so common endings ("s" before "sk-...") do not
+    reshape the stream. 0 also when nothing is known.
     """
     best = 0
-    for secret in _REGISTRY.secrets:
-        first = secret[0]
-        shortest = _cut(secret) + 1
-        i = text.find(first, max(0, len(text) - len(secret) + 1))
-        while i != -1 and len(text) - i > best and len(text) - i >= shortest:
-            if secret.startswith(text[i:]):
-                best = len(text) - i
-                break
-            i = text.find(first, i + 1)
+    if not _REGISTRY.live:
+        return 0
+    for secrets in _sets():
+        best = max(best, secrets.prefix_length(text, best))
     return best

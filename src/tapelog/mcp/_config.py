@@ -15,11 +15,16 @@ Keys other clients add (``autoApprove``, ``alwaysAllow``, ...) are ignored,
 in any string take the value from the environment. Parsing does no I/O besides
 reading the file and never imports the MCP SDK.
 
-Every value of ``env`` and ``headers`` (and each word of it, such as the token
-after ``Bearer``) is registered as a secret as soon as it is parsed
-(:func:`tapelog.log.register_secret`), as are a URL's password and query
-values: from then on they are redacted from everything tapelog logs or shows.
-Only a server's name and its command line are shown in messages.
+The secrets among the values of ``env``, ``headers`` and a URL's query are
+registered as soon as they are parsed (:func:`tapelog.log.register_secret`):
+a value whose name says it is one (``API_TOKEN``, ``Authorization``,
+``api_key``; :func:`tapelog.log.names_a_secret`), with each word of it (the
+token after ``Bearer``), any value that looks like a generated key
+(:func:`tapelog.log.looks_like_secret`), and the password of any URL (the
+server's own, or one in a value such as ``DATABASE_URL``). From then on they
+are redacted from everything tapelog logs or shows. Other values
+(``AGENT_ROLE=assistant``) are not: redacting ordinary words would garble the
+log. Only a server's name and its command line are shown in messages.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 
 from tapelog._errors import JsonValueError, McpError
 from tapelog.log import decode, redact, register_secret
+from tapelog.log._api import looks_like_secret, names_a_secret
 
 __all__ = ["ServerSpec", "load_config", "parse_config", "parse_server_option"]
 
@@ -130,15 +136,28 @@ def _check_url(name: str, url: str) -> None:
 
 
 def _register_secrets(spec: ServerSpec) -> None:
-    values = [*spec.env.values(), *spec.headers.values()]
+    named: list[str] = []
+    values = [*spec.env.items(), *spec.headers.items()]
     if spec.url is not None:
         parts = urllib.parse.urlsplit(spec.url)
-        values.append(parts.password or "")
-        values.extend(v for _, v in urllib.parse.parse_qsl(parts.query))
-    for value in values:
+        values.extend(urllib.parse.parse_qsl(parts.query))
+        named.append(parts.password or "")
+    for name, value in values:
+        if names_a_secret(name):
+            named.extend([value, *value.split()])
+        elif looks_like_secret(value):
+            named.append(value)
+        elif "://" in value:
+            named.append(_url_password(value))
+    for value in named:
         register_secret(value)
-        for word in value.split():
-            register_secret(word)
+
+
+def _url_password(value: str) -> str:
+    try:
+        return urllib.parse.urlsplit(value).password or ""
+    except ValueError:
+        return ""
 
 
 def _expand(value: str, where: str, environ: Mapping[str, str]) -> str:

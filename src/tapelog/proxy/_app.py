@@ -3,10 +3,12 @@
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
 completions), ``POST /v1/messages`` (Anthropic Messages), each also under
 ``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
-Per request: refuse what a web page could send (``_guard``: a non-loopback
-``Host``, an ``Origin`` not allowed, a body not declared JSON), read and
-decode the body, translate and check it (``_translate``; a 400 before
-anything is logged), find its session (``_index``: explicit, or
+Per request, with the client's credentials as the request's own secrets
+(``_upstream.client_secrets``, ``tapelog.log.secret_scope``: redacted from
+all it logs, never from another client's): refuse what a web page could send
+(``_guard``: a non-loopback ``Host``, an ``Origin`` not allowed, a body not
+declared JSON), read and decode the body, translate and check it
+(``_translate``; a 400 before anything is logged), find its session (``_index``: explicit, or
 extend / edit / fork / new) and take that session's lock, plan how its
 messages meet the log (``_exchange.plan_messages``), log the request and its
 header, rebuild and check the bytes, make the log durable, send, then relay
@@ -38,7 +40,7 @@ from tapelog._errors import (
 )
 from tapelog.checker._api import check_enabled
 from tapelog.llm._api import usage_prompt_tokens, wire_for
-from tapelog.log import decode
+from tapelog.log import decode, secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
@@ -49,7 +51,7 @@ from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family
-from tapelog.proxy._upstream import Upstream, upstream_headers
+from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
 from tapelog.store import SessionStore
 from tapelog.store._api import validate_session_id
 
@@ -163,7 +165,9 @@ class Proxy:
 
     def _endpoint(self, family: Family) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            return await self._handle(request, family)
+            # The client's key is its request's secret before anything of it is logged.
+            with secret_scope(client_secrets(request.headers)):
+                return await self._handle(request, family)
 
         return endpoint
 

@@ -3,7 +3,10 @@
 The upstream's bytes go to the client unchanged, in the pieces they arrive
 in. Each piece is first split into events (``SseDecoder``) and read by the
 same stream parser the loop's clients use (``tapelog.llm``), whose neutral
-chunks are logged as ``assistant/chunk`` events before the piece is passed on.
+chunks are logged as ``assistant/chunk`` events before the piece is passed on,
+through the loop's own hold-back (``tapelog.llm.SecretGuard``): a key split
+across frames is logged redacted, never in pieces. The client gets the
+upstream's bytes as they were; only the log is redacted.
 A non-streaming client gets the answer assembled from the same events
 (``_answers``). However the relay ends (the stream's end, an error event, a
 cut connection, the client going away), :meth:`Relay.finish` logs the turn's
@@ -25,9 +28,9 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tapelog._errors import ProviderError
-from tapelog.llm._api import AnthropicStreamParser, OpenAIStreamParser
-from tapelog.log import redact
-from tapelog.log._api import FrozenDict
+from tapelog.llm._api import AnthropicStreamParser, OpenAIStreamParser, SecretGuard
+from tapelog.log import redact, secret_scope
+from tapelog.log._api import FrozenDict, has_secrets, scoped_secrets
 from tapelog.proxy._answers import error_body
 from tapelog.proxy._exchange import Exchange
 from tapelog.proxy._types import Family
@@ -115,6 +118,7 @@ class Relay:
         )
         self._parser: _Parser | None = parser
         self.family = family
+        self._guard = SecretGuard(active=has_secrets())
         self.error: dict[str, Any] | None = None
         # What the upstream sent already makes the client's SDK raise (its
         # own error event, or an event that is not JSON): nothing to add.
@@ -135,14 +139,17 @@ class Relay:
                 self.error, self._parser = error_of(exc, self.provider), None
                 self.told = True
                 continue
-            for chunk in chunks:
-                self.exchange.chunk(chunk)
+            self._log(chunks)
+
+    def _log(self, chunks: list[FrozenDict]) -> None:
+        for chunk in chunks:
+            for safe in self._guard.feed(chunk):
+                self.exchange.chunk(safe)
 
     def _end_of_stream(self) -> None:
         if self._parser is not None:
             try:
-                for chunk in self._parser.end():
-                    self.exchange.chunk(chunk)
+                self._log(self._parser.end())
             except ProviderError as exc:
                 self.error = error_of(exc, self.provider)
             self._parser = None
@@ -200,6 +207,8 @@ class Relay:
         if self.finished:
             return
         self.finished = True
+        for safe in self._guard.release():  # what was held back is logged before the end
+            self.exchange.chunk(safe)
         aborted = not self.completed and self.error is None
         if self.completed:
             self.exchange.finish()
@@ -219,11 +228,13 @@ class RelayResponse(StreamingResponse):
     def __init__(self, relay: Relay, *, status_code: int, headers: dict[str, str]) -> None:
         super().__init__(relay.pieces(), status_code=status_code, headers=headers)
         self.relay = relay
+        self.secrets = scoped_secrets()  # the request's, in force again while streaming
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self.relay.finish()
-            with contextlib.suppress(Exception):
-                await self.relay.response.aclose()
+        with secret_scope(self.secrets):
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                await self.relay.finish()
+                with contextlib.suppress(Exception):
+                    await self.relay.response.aclose()

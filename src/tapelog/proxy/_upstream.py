@@ -4,12 +4,14 @@ The proxy sends the body rebuilt from the log with the client's own
 credentials: the ``Authorization``, ``x-api-key``, ``api-key``,
 ``anthropic-version``, ``anthropic-beta``, ``OpenAI-Organization`` and
 ``OpenAI-Project`` headers are passed on as they came and nothing else of the
-client's request is. Their values are registered as secrets
-(``tapelog.log.register_secret``), so an upstream or a model that echoes a key
-has it redacted from the log; they are never logged, printed or put in an
-error. The upstream always streams (the log's wires always ask it to), and
-:class:`SseDecoder` splits its bytes into events as they pass through to the
-client unchanged.
+client's request is. The credentials are that request's secrets
+(:func:`client_secrets`): the proxy redacts them from everything the request
+logs, from its first byte on (``tapelog.log.secret_scope``), so an upstream or
+a model that echoes a key has it redacted from the log; they are never
+logged, printed or put in an error. They are not registered process-wide: one
+client's key never changes another client's log. The upstream always
+streams (the log's wires always ask it to), and :class:`SseDecoder` splits
+its bytes into events as they pass through to the client unchanged.
 """
 
 from __future__ import annotations
@@ -25,11 +27,10 @@ from httpx_sse import ServerSentEvent
 
 from tapelog._errors import ProxyError
 from tapelog.llm._api import ANTHROPIC_VERSION, complete_config, provider_spec
-from tapelog.log import register_secret
 from tapelog.log._api import LlmCallConfig
 from tapelog.proxy._types import Family
 
-__all__ = ["FORWARDED_HEADERS", "SseDecoder", "Upstream", "upstream_headers"]
+__all__ = ["FORWARDED_HEADERS", "SseDecoder", "Upstream", "client_secrets", "upstream_headers"]
 
 FORWARDED_HEADERS: Final = (
     "authorization",
@@ -42,7 +43,8 @@ FORWARDED_HEADERS: Final = (
 )
 """The client request headers passed on to the upstream (credentials and API versions)."""
 
-_SECRET_HEADERS: Final = frozenset({"authorization", "x-api-key", "api-key"})
+_SECRET_HEADERS: Final = ("authorization", "x-api-key", "api-key")
+_SCHEMES: Final = frozenset({"bearer", "basic", "token"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,9 +112,23 @@ def _checked_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def client_secrets(client: Mapping[str, str]) -> list[str]:
+    """The credentials of a client's request: each key header's value, or the
+    token after a ``Bearer``, ``Basic`` or ``Token`` scheme (the scheme word
+    itself is no secret)."""
+    found: list[str] = []
+    for name in _SECRET_HEADERS:
+        value = client.get(name)
+        if value is None:
+            continue
+        scheme, _, token = value.strip().partition(" ")
+        found.append(token.strip() if token and scheme.lower() in _SCHEMES else value)
+    return found
+
+
 def upstream_headers(client: Mapping[str, str], family: Family) -> dict[str, str]:
     """The headers of the upstream request: the client's credentials and API
-    versions (registered as secrets), JSON in, an event stream out."""
+    versions, JSON in, an event stream out."""
     headers = {
         "content-type": "application/json",
         "accept": "text/event-stream",
@@ -123,11 +139,6 @@ def upstream_headers(client: Mapping[str, str], family: Family) -> dict[str, str
         if value is None:
             continue
         headers[name] = value
-        if name in _SECRET_HEADERS:
-            register_secret(value)
-            scheme, _, token = value.partition(" ")
-            if token and scheme.lower() == "bearer":
-                register_secret(token.strip())
     if family == "anthropic":
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
     return headers

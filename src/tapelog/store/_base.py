@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from tapelog._errors import StoreError, UndigestedEventsError
+from tapelog._errors import StoreError, UndigestedEventsError, UnstoredEventsError
 from tapelog.log._api import Event, Session
 from tapelog.store._reserve import Reservation
 
@@ -291,7 +291,10 @@ class SessionWriter(ABC):
     def _write_failed(self, head: str, count: int, advice: str) -> UnstoredEventsError:
         """The error of a failed write of ``count`` events; ``head`` says what failed
         and why ("could not write 7 events of session s to f: Input/output error")."""
-        return UnstoredEventsError(self, head, count, advice)
+        target = self._stored_events + count
+        return UnstoredEventsError(
+            lambda: f"{head}; {self._unwritten(count, advice, target=target)}"
+        )
 
     def _unwritten(self, count: int, advice: str, *, target: int | None = None) -> str:
         """The end of a failed write's message: what is stored now, what happens next.
@@ -339,27 +342,6 @@ class SessionWriter(ABC):
     @abstractmethod
     def _release(self) -> None:
         """Release the write lock and any handles (called once, by ``close``)."""
-
-
-class UnstoredEventsError(StoreError):
-    """A write of a writer failed; its message says what is stored when it is shown.
-
-    The writer keeps the events and a later flush (the closing one) may store
-    them after all: a message fixed at raise time ("none of the 7 events was
-    stored") would be false by the time the command prints it on exit.
-    """
-
-    def __init__(self, writer: SessionWriter, head: str, count: int, advice: str) -> None:
-        self._writer = writer
-        self._head = head
-        self._count = count
-        self._advice = advice
-        self._target = writer._stored_events + count
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        end = self._writer._unwritten(self._count, self._advice, target=self._target)
-        return f"{self._head}; {end}"
 
 
 def _seqs(first: int, last: int) -> str:
