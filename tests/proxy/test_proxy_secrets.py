@@ -92,7 +92,7 @@ async def _ask(
         http_client=upstream,
     )
     client = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=proxy.app), base_url="http://proxy"
+        transport=httpx.ASGITransport(app=proxy.app), base_url="http://127.0.0.1"
     )
     got: list[httpx.Response] = []
     try:
@@ -272,7 +272,7 @@ async def test_an_anthropic_clients_x_api_key_echoed_in_pieces_is_never_logged(
         http_client=http,
     )
     client = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=proxy.app), base_url="http://proxy"
+        transport=httpx.ASGITransport(app=proxy.app), base_url="http://127.0.0.1"
     )
     body = {
         "model": "claude-sonnet-4-5",
