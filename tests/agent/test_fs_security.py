@@ -430,7 +430,7 @@ _STUCK_TOOL = textwrap.dedent(
     from tapelog.agent import Agent, tool
     from tapelog.emulator import Emulator
     from tapelog.llm import make_client
-    from tapelog.log import LlmCallConfig, Session
+    from tapelog import LlmCallConfig, Session
 
     @tool
     def stuck() -> str:
