@@ -17,7 +17,9 @@ import pytest
 from tapelog.agent import Agent, tool
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import REDACTED, LlmCallConfig, Session, redact, register_secret
+from tapelog.log import redact, register_secret
+from tapelog.log._api import LlmCallConfig, Session
+from tapelog.log._redact import REDACTED
 
 from ._harness import WIRES, agent_on, assert_bytes_rebuild
 

@@ -18,21 +18,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.log import (
-    REDACTED,
+from tapelog.log import decode, encode, register_secret, secret_scope
+from tapelog.log._api import (
     FrozenDict,
     FrozenList,
     Session,
-    decode,
-    encode,
-    forget_secrets,
     freeze,
     freeze_faithful,
     freeze_trusted,
-    register_secret,
-    secret_scope,
     thaw,
 )
+from tapelog.log._redact import REDACTED, forget_secrets
 
 from ._strategies import json_values
 
