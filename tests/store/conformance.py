@@ -28,6 +28,8 @@ from tapelog import (
 from tapelog.log import encode, repair_interrupted
 from tapelog.store import SessionStore
 
+from .conformance_follow import FollowConformance
+
 
 def full_session(session_id: str = "full-1") -> Session:
     """A valid session that uses every event type (and a replace of each kind)."""
@@ -119,7 +121,7 @@ def lines_of(session: Session) -> list[bytes]:
     return [event.encode() for event in session.events]
 
 
-class StoreConformance:
+class StoreConformance(FollowConformance):
     """Subclass as ``Test<Backend>`` and implement the two hooks below."""
 
     def make_store(self, tmp_path: Path) -> SessionStore:

@@ -1,7 +1,8 @@
 """Session stores: where logs live between processes.
 
 ``SessionStore`` is the backend contract (``create``, ``reserve``, ``open``, ``load``,
-``session_bytes``, ``exists``, ``list``); ``JsonlStore`` is the embedded
+``session_bytes``, ``exists``, ``list``, and for readers of running sessions
+``follow`` and ``active``); ``JsonlStore`` is the embedded
 default, one JSONL file per session, and ``PostgresStore`` keeps sessions in a
 database many machines share. The conformance suite in ``tests/store/conformance.py`` holds
 every backend to the same behaviour.
@@ -14,6 +15,7 @@ from tapelog.store._base import (
     SessionSummary,
     SessionWriter,
 )
+from tapelog.store._follow import Follower
 from tapelog.store._format import JsonlScan, Problem, header_line, replay_events, scan_jsonl
 from tapelog.store._ids import MAX_SESSION_ID_LENGTH, validate_session_id
 from tapelog.store._jsonl import JsonlStore, JsonlWriter, read_session_bytes, read_session_file
@@ -24,6 +26,7 @@ from tapelog.store._verify import LogStats, VerifyReport, verify_jsonl
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
     "Digest",
+    "Follower",
     "JsonlScan",
     "JsonlStore",
     "JsonlWriter",

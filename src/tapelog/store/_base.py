@@ -37,6 +37,7 @@ from types import TracebackType
 
 from tapelog._errors import StoreError, UndigestedEventsError, UnstoredEventsError
 from tapelog.log import Event, Session
+from tapelog.store._follow import Follower
 from tapelog.store._reserve import Reservation
 
 __all__ = [
@@ -433,3 +434,23 @@ class SessionStore(ABC):
     @abstractmethod
     def list(self) -> builtins.list[SessionSummary]:
         """Every stored session, newest first, without replaying any."""
+
+    # --- readers of running sessions -------------------------------------------
+
+    @abstractmethod
+    def follow(self, session_id: str, since: int) -> Follower:
+        """Follow a stored session: its events from seq ``since`` on (``since``:
+        how many a reader already has), each as soon as a flush stores it.
+
+        Raises :class:`SessionNotFoundError` for no such session, and
+        :class:`StoreError` when fewer than ``since`` events are stored.
+        """
+
+    @abstractmethod
+    def active(self, session_id: str) -> bool:
+        """Whether a writer holds ``session_id`` now: found out without taking
+        its lock (a writer starting at that instant must not be refused)."""
+
+    @abstractmethod
+    def active_sessions(self) -> set[str]:
+        """Every session a writer holds now (as :meth:`active` says of each)."""

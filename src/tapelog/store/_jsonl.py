@@ -54,6 +54,7 @@ from tapelog.store._format import (
     summarise_session,
 )
 from tapelog.store._ids import validate_session_id
+from tapelog.store._jsonl_follow import JsonlFollower, held_locks
 from tapelog.store._lock import WriteLock, make_private_dirs
 from tapelog.store._reserve import Reservation
 
@@ -359,6 +360,21 @@ class JsonlStore(SessionStore):
                 line=1,
             )
         return loaded, good_size
+
+    def follow(self, session_id: str, since: int) -> JsonlFollower:
+        return JsonlFollower(session_id, self.locate(session_id), since)
+
+    def active(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        return bool(held_locks([(session_id, self._lock_path(session_id))]))
+
+    def active_sessions(self) -> set[str]:
+        try:
+            with os.scandir(self.root / ".locks") as scan:
+                files = [(i.name[:-5], Path(i.path)) for i in scan if i.name.endswith(".lock")]
+        except OSError:
+            return set()  # no lock was ever taken here
+        return held_locks(files)
 
     def list(self) -> builtins.list[SessionSummary]:
         if not self.root.is_dir():

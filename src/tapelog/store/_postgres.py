@@ -55,6 +55,7 @@ from tapelog.store._base import (
 from tapelog.store._format import header_line, summarise_session
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
 from tapelog.store._pg_secrets import (
     SECRET_PARAMS,
     hide_secrets,
@@ -103,6 +104,7 @@ LEFT JOIN LATERAL (
 ) last ON true
 """
 
+_CHECK: Final = "check the server"
 _INSERT_SESSION: Final = """
 INSERT INTO {s}.sessions (id, format_version, created, cwd, parent, seed_length, header)
 VALUES (%s, %s, %s, %s, %s, %s, %s)
@@ -316,6 +318,8 @@ class PostgresStore(SessionStore):
             with cur.copy(copy_sql) as copy:
                 for seq, line in enumerate(lines, start=first_seq):
                     copy.write_row((session_id, seq, line))
+            # Delivered when (and only if) the rows commit: followers read them then.
+            cur.execute("SELECT pg_notify(%s, %s)", (channel(self.schema), session_id))
 
     @contextlib.contextmanager
     def _writer_connection(
@@ -506,6 +510,25 @@ class PostgresStore(SessionStore):
                 )
             parts.append(bytes(line))
         return b"\n".join(parts) + b"\n"
+
+    def follow(self, session_id: str, since: int) -> PostgresFollower:
+        validate_session_id(session_id)
+        return PostgresFollower(self, session_id, since)
+
+    def active(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        with self._connect() as conn, self._errors("read the write locks of", advice=_CHECK):
+            return self._lock_key(session_id) in held_keys(conn)
+
+    def active_sessions(self) -> set[str]:
+        with self._reading("read the write locks of") as conn:
+            if conn is None:
+                return set()
+            held = held_keys(conn)
+            if not held:
+                return set()
+            ids = [r[0] for r in conn.execute(self._sql("SELECT id FROM {s}.sessions"))]
+        return {i for i in ids if self._lock_key(i) in held}
 
     def list(self) -> builtins.list[SessionSummary]:
         with self._reading("list the sessions in") as conn:
