@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from tapelog.audit import cache_report
-from tapelog.serve import JsonlSource, Row, SessionIndex, Summary
-from tapelog.store import JsonlStore
+from tapelog.serve import Row, SessionIndex
+from tapelog.store import Folded, JsonlStore
 
 from ._helpers import TIME, HandLog, write_store
 
 
 def _index(root: Path, path: Path | None = None) -> SessionIndex:
-    return SessionIndex(JsonlSource(JsonlStore(root)), path)
+    return SessionIndex(JsonlStore(root), path)
 
 
 def _by_id(rows: list[Row]) -> dict[str, Row]:
@@ -32,16 +32,16 @@ def _by_id(rows: list[Row]) -> dict[str, Row]:
 
 @pytest.fixture
 def folded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many log lines each fold was given (a spy on ``Summary.lines``)."""
+    """How many log lines each fold was given (a spy on the store's ``Folded.extend``)."""
     calls: list[int] = []
-    original = Summary.lines
+    original = Folded.extend
 
-    def spy(self: Summary, lines: Any, *, counted: bool = True) -> None:
+    def spy(self: Folded[Any], lines: Any, *, counted: bool = True) -> None:
         lines = list(lines)
         calls.append(len(lines))
         original(self, lines, counted=counted)
 
-    monkeypatch.setattr(Summary, "lines", spy)
+    monkeypatch.setattr(Folded, "extend", spy)
     return calls
 
 

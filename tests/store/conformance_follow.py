@@ -1,5 +1,6 @@
-"""The conformance of the store port's readers of running sessions: ``follow``
-and ``active`` (mixed into :class:`StoreConformance`, so every backend runs it)."""
+"""The conformance of the store port's readers of running sessions: ``follow``,
+``active`` and the incremental ``summaries`` (mixed into
+:class:`StoreConformance`, so every backend runs it)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,30 @@ from pathlib import Path
 import pytest
 
 from tapelog import Session, SessionNotFoundError, StoreError
+from tapelog.log import Event
 from tapelog.store import SessionStore
+
+FED: list[tuple[str, int]] = []
+"""(session, seq) of every event any :class:`Turns` fold was fed."""
+
+
+class Turns:
+    """A reader's fold: the seqs of a session's turn events."""
+
+    types = frozenset({"turn/start", "turn/end"})
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self.session = ""
+
+    def feed(self, event: Event) -> None:
+        self.seqs.append(event.seq)
+        FED.append((self.session, event.seq))
+
+    def copy(self) -> Turns:
+        other = Turns()
+        other.seqs, other.session = list(self.seqs), self.session
+        return other
 
 
 def _turn(session: Session, turn: int) -> None:
@@ -121,3 +145,46 @@ class FollowConformance:
         # asking never took the lock: the session opens for writing at once
         _, writer = reader.open("busy")
         writer.close()
+
+    def test_summaries_fold_only_what_was_appended_since_the_last_call(
+        self, store: SessionStore, tmp_path: Path
+    ) -> None:
+        reader = self.make_store(tmp_path)
+        assert reader.summaries({}, Turns) == {}
+        grows, still = Session("grows", created=7), Session("still", created=8, parent="grows")
+        with store.create(still) as writer:
+            _turn(still, 0)
+        writer = store.create(grows)
+        _turn(grows, 0)
+        writer.flush()
+
+        def turn_seqs(session: Session) -> list[int]:
+            return [e.seq for e in session.events if e.type in Turns.types]
+
+        def fold() -> Turns:
+            return Turns()
+
+        FED.clear()
+        first = reader.summaries({}, fold)
+        for folded in first.values():
+            folded.fold.session = folded.id  # (the seqs fed are counted from here on)
+        assert sorted(first) == ["grows", "still"]
+        row = first["still"]
+        assert (row.id, row.created, row.parent, row.error) == ("still", 8, "grows", None)
+        assert (row.events, row.last_time) == (len(still), still.events[-1].time)
+        assert row.fold.seqs == turn_seqs(still)
+        assert first["grows"].fold.seqs == turn_seqs(grows)
+
+        FED.clear()
+        assert reader.summaries(first, fold) == first
+        assert FED == []  # nothing appended: nothing read
+        appended = len(grows)
+        _turn(grows, 1)
+        writer.close()
+        second = reader.summaries(first, fold)
+        assert second["still"] is first["still"]
+        row = second["grows"]
+        assert row.fold.seqs == turn_seqs(grows)
+        assert [("grows", seq) for seq in turn_seqs(grows) if seq >= appended] == FED
+        assert (row.events, row.last_time) == (len(grows), grows.events[-1].time)
+        assert first["grows"].fold.seqs == turn_seqs(grows)[:2]  # left as it was

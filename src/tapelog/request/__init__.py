@@ -15,6 +15,7 @@ from tapelog.request._request import (
     instruction_message,
     summary_request,
 )
+from tapelog.request._step import HEADER_TYPES, StepFold
 from tapelog.request._walk import (
     HeaderChange,
     WalkedRequest,
@@ -25,9 +26,11 @@ from tapelog.request._walk import (
 )
 
 __all__ = [
+    "HEADER_TYPES",
     "HeaderChange",
     "LlmRequest",
     "RebuiltRequest",
+    "StepFold",
     "WalkedRequest",
     "build_request",
     "compaction_inputs",

@@ -2,7 +2,7 @@
 
 ``SessionStore`` is the backend contract (``create``, ``reserve``, ``open``, ``load``,
 ``session_bytes``, ``exists``, ``list``, and for readers of running sessions
-``follow`` and ``active``); ``JsonlStore`` is the embedded
+``follow``, ``active`` and the incremental ``summaries``); ``JsonlStore`` is the embedded
 default, one JSONL file per session, and ``PostgresStore`` keeps sessions in a
 database many machines share. The conformance suite in ``tests/store/conformance.py`` holds
 every backend to the same behaviour.
@@ -21,11 +21,15 @@ from tapelog.store._ids import MAX_SESSION_ID_LENGTH, validate_session_id
 from tapelog.store._jsonl import JsonlStore, JsonlWriter, read_session_bytes, read_session_file
 from tapelog.store._postgres import PostgresStore
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import Cursor, EventFold, Folded
 from tapelog.store._verify import LogStats, VerifyReport, verify_jsonl
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
+    "Cursor",
     "Digest",
+    "EventFold",
+    "Folded",
     "Follower",
     "JsonlScan",
     "JsonlStore",

@@ -31,7 +31,7 @@ import errno
 import hashlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -39,6 +39,7 @@ from tapelog._errors import StoreError, UndigestedEventsError, UnstoredEventsErr
 from tapelog.log import Event, Session
 from tapelog.store._follow import Follower
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import F, Folded
 
 __all__ = [
     "Digest",
@@ -450,6 +451,16 @@ class SessionStore(ABC):
     def active(self, session_id: str) -> bool:
         """Whether a writer holds ``session_id`` now: found out without taking
         its lock (a writer starting at that instant must not be refused)."""
+
+    @abstractmethod
+    def summaries(
+        self, previous: Mapping[str, Folded[F]], new_fold: Callable[[], F]
+    ) -> dict[str, Folded[F]]:
+        """Every stored session's incremental summary (``tapelog.store._summaries``):
+        ``previous``' own where nothing was appended, extended by only the new
+        events where the session grew, folded anew (with ``new_fold()``) where
+        the stored form no longer extends what was folded. Nothing is changed in
+        ``previous``; no session is replayed."""
 
     @abstractmethod
     def active_sessions(self) -> set[str]:

@@ -28,6 +28,7 @@ import errno
 import logging
 import os
 import secrets
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -55,8 +56,10 @@ from tapelog.store._format import (
 )
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl_follow import JsonlFollower, held_locks
+from tapelog.store._jsonl_summaries import jsonl_summaries
 from tapelog.store._lock import WriteLock, make_private_dirs
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import F, Folded
 
 __all__ = ["JsonlStore", "JsonlWriter", "read_session_bytes", "read_session_file"]
 
@@ -363,6 +366,11 @@ class JsonlStore(SessionStore):
 
     def follow(self, session_id: str, since: int) -> JsonlFollower:
         return JsonlFollower(session_id, self.locate(session_id), since)
+
+    def summaries(
+        self, previous: Mapping[str, Folded[F]], new_fold: Callable[[], F]
+    ) -> dict[str, Folded[F]]:
+        return jsonl_summaries(self.root, previous, new_fold)
 
     def active(self, session_id: str) -> bool:
         validate_session_id(session_id)

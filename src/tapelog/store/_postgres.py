@@ -34,7 +34,7 @@ import hashlib
 import os
 import re
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from tapelog._errors import (
@@ -62,7 +62,9 @@ from tapelog.store._pg_secrets import (
     refuse_split_userinfo,
     written_secrets,
 )
+from tapelog.store._pg_summaries import pg_summaries
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import F, Folded
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -514,6 +516,11 @@ class PostgresStore(SessionStore):
     def follow(self, session_id: str, since: int) -> PostgresFollower:
         validate_session_id(session_id)
         return PostgresFollower(self, session_id, since)
+
+    def summaries(
+        self, previous: Mapping[str, Folded[F]], new_fold: Callable[[], F]
+    ) -> dict[str, Folded[F]]:
+        return pg_summaries(self, previous, new_fold)
 
     def active(self, session_id: str) -> bool:
         validate_session_id(session_id)
