@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tapelog import Session, SessionNotFoundError, StoreError
-from tapelog.log import Event
 from tapelog.store import SessionStore
 
 FED: list[tuple[str, int]] = []
@@ -27,9 +28,11 @@ class Turns:
         self.seqs: list[int] = []
         self.session = ""
 
-    def feed(self, event: Event) -> None:
-        self.seqs.append(event.seq)
-        FED.append((self.session, event.seq))
+    def feed(self, kind: str, seq: int, data: Mapping[str, Any]) -> None:
+        assert kind in self.types
+        assert data["turn"] in (0, 1)
+        self.seqs.append(seq)
+        FED.append((self.session, seq))
 
     def copy(self) -> Turns:
         other = Turns()

@@ -18,8 +18,9 @@ A step ends at its ``step/end``, or at the next ``step/start`` or
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from tapelog.log import EpochHeader, Event, chunk_kind, fold_header_event
 
@@ -40,11 +41,13 @@ class HeaderChange:
 
 
 class StepFold:
-    """The events of one step, fed in order from its ``step/start`` (see the module
-    docstring). ``header`` is the request header folded before the step (the
-    step's own header events are folded onto it); a reader that does not fold
-    headers passes ``None`` with ``fold_headers=False`` and says with
-    ``headed`` whether any header was logged before the step."""
+    """The events of one step, fed in order from its ``step/start`` at seq
+    ``start`` (see the module docstring). ``header`` is the request header
+    folded before the step (the step's own header events are folded onto it).
+    A reader without :class:`Event` objects (the sessions list folds decoded
+    lines) feeds types and data with :meth:`feed_data`, passes ``None`` with
+    ``fold_headers=False`` and says with ``headed`` whether any header was
+    logged before the step."""
 
     __slots__ = (
         "_in_header",
@@ -58,11 +61,12 @@ class StepFold:
         "header_seqs",
         "message",
         "start",
+        "usage",
     )
 
     def __init__(
         self,
-        start: Event,
+        start: int,
         header: EpochHeader | None,
         *,
         headed: bool = False,
@@ -75,6 +79,8 @@ class StepFold:
         self.header_seqs: list[int] = []
         self.changes: list[HeaderChange] = []
         self.message: Event | None = None
+        self.usage: Mapping[str, Any] | None = None
+        """The ``usage`` of the step's ``assistant/message`` (``None``: none yet)."""
         self.failed_attempts = 0
         self.closed = False
         self._in_header = True
@@ -83,9 +89,15 @@ class StepFold:
     def feed(self, event: Event) -> bool:
         """Fold the next event of the log; ``False`` when it is not the step's
         (the step has ended: at its ``step/end``, or before this event)."""
+        return self._feed(event.type, event, None)
+
+    def feed_data(self, etype: str, data: Mapping[str, Any]) -> bool:
+        """:meth:`feed` for a reader that has an event's type and data only."""
+        return self._feed(etype, None, data)
+
+    def _feed(self, etype: str, event: Event | None, data: Mapping[str, Any] | None) -> bool:
         if self.closed:
             return False
-        etype = event.type
         if etype in _STEP_BREAK:
             self.closed = True
             return False
@@ -93,7 +105,7 @@ class StepFold:
             self._in_header = False
         if self._in_header and etype in HEADER_TYPES:
             self.headed = True
-            if self.fold_headers:
+            if self.fold_headers and event is not None:
                 after = fold_header_event(self.header, event)
                 assert after is not None
                 self.changes.append(HeaderChange(event, self.header, after))
@@ -101,10 +113,13 @@ class StepFold:
                 self.header_seqs.append(event.seq)
         elif etype == "assistant/message":
             self.message = event
-        elif etype == "assistant/chunk" and chunk_kind(event) == "error":
-            self.failed_attempts += 1
+            usage = (event.data if event is not None else data or {}).get("usage")
+            self.usage = usage if isinstance(usage, Mapping) else None
+        elif etype == "assistant/chunk":
+            if event is not None and chunk_kind(event) == "error":
+                self.failed_attempts += 1
         elif etype == "step/end":
-            self._sent = event.data.get("sent") is not False
+            self._sent = (event.data if event is not None else data or {}).get("sent") is not False
             self.closed = True
         return True
 
@@ -114,7 +129,8 @@ class StepFold:
             self.start, self.header, headed=self.headed, fold_headers=self.fold_headers
         )
         other.header_seqs, other.changes = list(self.header_seqs), list(self.changes)
-        other.message, other.failed_attempts = self.message, self.failed_attempts
+        other.message, other.usage = self.message, self.usage
+        other.failed_attempts = self.failed_attempts
         other.closed, other._in_header, other._sent = self.closed, self._in_header, self._sent
         return other
 

@@ -153,7 +153,7 @@ def trusted_events(
 
 def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> StepFold:
     """Look ahead through one step (its header events, answer, failed attempts, end)."""
-    step = StepFold(start, folded)
+    step = StepFold(start.seq, folded)
     for seq in range(start.seq + 1, len(events)):
         if not step.feed(events[seq]) or step.closed:
             break

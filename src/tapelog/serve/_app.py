@@ -55,7 +55,8 @@ from tapelog.store import SessionStore, validate_session_id
 
 __all__ = ["create_app"]
 
-_AUDIT_BUDGET_S: Final = 0.15
+_AUDIT_EVENTS: Final = 20_000
+"""Events a sessions page audits at most itself (the rest: the background auditor)."""
 _POLL_S: Final = 0.25
 _KEEPALIVE_S: Final = 15.0
 _BATCH: Final = 500
@@ -168,7 +169,7 @@ class _Server:
         start = (min(query.page, max((len(matched) - 1) // PER_PAGE + 1, 1)) - 1) * PER_PAGE
         shown = matched[start : start + PER_PAGE]
         if any(not r.audited for r in shown):
-            self.index.audit([r.id for r in shown], budget=_AUDIT_BUDGET_S)
+            self.index.audit([r.id for r in shown], events=_AUDIT_EVENTS)
             fresh = {r.id: r for r in self.index.rows(refresh=False)}
             shown = [fresh.get(r.id, r) for r in shown]
             matched = [fresh.get(r.id, r) for r in matched]

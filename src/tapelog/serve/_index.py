@@ -9,8 +9,9 @@ sessions are running is the store's answer too (``active_sessions``).
 
 The cache efficiency needs the cache audit's simulation, which costs a load
 and a walk of the whole log, so it is filled in separately: for the sessions
-a page shows (within a time budget per page), then by a background thread
-for the rest, newest first. It is the very :func:`tapelog.audit.cache_report`
+a page shows (up to a number of events per page: a budget of work, so what a
+page shows does not depend on the machine's load), then by a background
+thread for the rest, newest first. It is the very :func:`tapelog.audit.cache_report`
 of ``tapelog cache``, run on the log as the store loads it (every event
 validated, every digest checked), so a session that does not load is marked
 damaged here too. An audit belongs to the number of events it read; when a
@@ -175,15 +176,23 @@ class SessionIndex:
 
     # --- the audit ---------------------------------------------------------------
 
-    def audit(self, ids: Iterable[str], *, budget: float) -> None:
-        """Audit those of ``ids`` that need it, until ``budget`` seconds are spent."""
+    def audit(self, ids: Iterable[str], *, events: int) -> None:
+        """Audit those of ``ids`` that need it, in order, as long as the events
+        audited stay within ``events`` (a session that would go over it is left
+        to the background auditor).
+
+        The budget is work, not time: which rows a page shows audited depends on
+        the store alone, never on how loaded the machine is."""
         wanted = set(self.pending())
-        deadline = time.monotonic() + budget
+        with self._lock:
+            sizes = {i: e.summary.events for i, e in self._entries.items() if i in wanted}
+        spent = 0
         for session_id in ids:
-            if time.monotonic() >= deadline:
-                return
-            if session_id in wanted:
-                self._audit_one(session_id)
+            size = sizes.get(session_id)
+            if size is None or spent + size > events:
+                continue
+            spent += size
+            self._audit_one(session_id)
 
     def _audit_one(self, session_id: str) -> None:
         with self._lock:

@@ -124,12 +124,12 @@ class LiveSession:
         summary.last_time = event.time
         if event.type not in FOLDED_TYPES:
             return
-        ended = summary.feed(event)
+        ended = summary.feed(event.type, event.seq, event.data)
         if ended is not None:
             if ended.sent:
                 self._sent += 1
             else:
-                self._numbers.pop(ended.start.seq, None)
+                self._numbers.pop(ended.start, None)
         if event.type == "step/start":
             self._numbers[event.seq] = self._sent + 1  # its number, if it is sent
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Final
 
 from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event
 from tapelog.request import HEADER_TYPES, StepFold
 from tapelog.store import Folded
 
@@ -71,15 +70,14 @@ class Summary:
 
     # --- folding ---------------------------------------------------------------
 
-    def feed(self, event: Event) -> StepFold | None:
+    def feed(self, kind: str, seq: int, data: Mapping[str, Any]) -> StepFold | None:
         """Fold one event (other types change nothing); the step this event
         ended, if it ended one (to see whether it was sent)."""
-        kind = event.type
         ended: StepFold | None = None
         step = self.step
         if step is not None:
             self._count(None)
-            if not step.feed(event) or step.closed:
+            if not step.feed_data(kind, data) or step.closed:
                 ended, self.step = step, None
             self._count(step)
         if kind == "turn/start":
@@ -87,14 +85,13 @@ class Summary:
             self.open_turn = True
         elif kind == "turn/end":
             self.open_turn = False
-            reason = event.data.get("reason")
+            reason = data.get("reason")
             self.last_reason = str(reason.get("kind")) if isinstance(reason, Mapping) else None
         elif kind == "step/start":
-            self.step = StepFold(event, None, headed=self.headed, fold_headers=False)
+            self.step = StepFold(seq, None, headed=self.headed, fold_headers=False)
             self._count(self.step)
         elif kind in HEADER_TYPES:
             self.headed = True
-            data = event.data
             header = data.get("header")
             self._config(
                 header.get("config") if isinstance(header, Mapping) else data.get("config")
@@ -103,14 +100,15 @@ class Summary:
 
     def _count(self, step: StepFold | None) -> None:
         """Take back what the open step added, then add what ``step`` adds now."""
-        requests, prompt, cached = self.counted
-        self.requests -= requests
-        self.prompt_tokens -= prompt
-        self.cached_tokens -= cached
-        self.counted = (0, 0, 0)
+        if self.counted != (0, 0, 0):
+            requests, prompt, cached = self.counted
+            self.requests -= requests
+            self.prompt_tokens -= prompt
+            self.cached_tokens -= cached
+            self.counted = (0, 0, 0)
         if step is None or not step.sent:
             return
-        usage = step.message.data.get("usage") if step.message is not None else None
+        usage = step.usage
         prompt = usage_prompt_tokens(usage) if usage else 0
         cached = int(usage.get("cache_read", 0)) if usage else 0
         self.counted = (1, prompt, cached)

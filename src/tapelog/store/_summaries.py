@@ -21,11 +21,11 @@ is checked against the stored form before a fold is extended.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
-from tapelog.log import SESSION_FORMAT_VERSION, Event, decode, event_from_json
+from tapelog.log import SESSION_FORMAT_VERSION, decode
 
 __all__ = ["Cursor", "EventFold", "Folded", "envelope", "line_type", "read_header"]
 
@@ -41,9 +41,10 @@ class EventFold(Protocol):
         """The event types the fold reads; the store skips the others unread."""
         ...
 
-    def feed(self, event: Event) -> object:
-        """Fold the next event of one of :attr:`types` (in seq order; what it
-        returns is the reader's business)."""
+    def feed(self, kind: str, seq: int, data: Mapping[str, Any]) -> object:
+        """Fold the next event of one of :attr:`types` (in seq order): its type,
+        seq and decoded data (plain JSON values, not to be kept changed); what
+        it returns is the reader's business."""
         ...
 
     def copy(self) -> Self:
@@ -112,8 +113,7 @@ class Folded(Generic[F]):
                 continue
             try:
                 obj = decode(line, path="event")
-                event = event_from_json(obj, decoded=True)
-                self.fold.feed(event)
+                self.fold.feed(obj["type"], obj["seq"], obj["data"])
             except Exception as exc:
                 found = envelope(line)
                 self.error = f"{f'seq {found[0]}' if found else 'an event'}: {exc}"
