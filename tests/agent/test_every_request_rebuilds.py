@@ -20,9 +20,11 @@ from tapelog import ClientMismatchError, LlmCallConfig, Session
 from tapelog.agent import Agent, CompactionPolicy, Hooks, tool
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
-from tapelog.llm import OpenAIWire, encode_request
-from tapelog.log import Event, decode
-from tapelog.request import rebuild_requests
+from tapelog.llm import encode_request
+from tapelog.llm._api import OpenAIWire
+from tapelog.log import decode
+from tapelog.log._api import Event
+from tapelog.request._api import rebuild_requests
 from tapelog.store import JsonlStore
 
 from ._harness import SECRET, add, agent_on, shout

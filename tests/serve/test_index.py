@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from tapelog.audit import cache_report
-from tapelog.serve import Row, SessionIndex
-from tapelog.store import Folded, JsonlStore
+from tapelog.serve._index import Row, SessionIndex
+from tapelog.store import JsonlStore
+from tapelog.store._api import Folded
 
 from ._helpers import TIME, HandLog, write_store
 

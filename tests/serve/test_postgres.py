@@ -17,8 +17,10 @@ from starlette.testclient import TestClient
 from store.test_cli_postgres import url_of
 from store.test_postgres import drop_schema, pg_conninfo, schema_for
 from tapelog.audit import encode_request, rebuild_requests
-from tapelog.serve import SessionIndex, create_app
-from tapelog.store import Folded, PostgresStore
+from tapelog.serve import create_app
+from tapelog.serve._index import SessionIndex
+from tapelog.store import PostgresStore
+from tapelog.store._api import Folded
 
 from ._helpers import HandLog, demo_sessions, served, tapelog
 from ._views import check_chart, check_diff, check_list, check_live, check_without_script

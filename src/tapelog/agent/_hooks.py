@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tapelog.log import FrozenDict, FrozenList, LlmCallConfig
+from tapelog.log._api import FrozenDict, FrozenList, LlmCallConfig
 
 __all__ = ["Hooks", "StepContext", "ToolCallInfo", "call_hook"]
 

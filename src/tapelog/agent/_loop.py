@@ -53,25 +53,24 @@ from tapelog.agent._turn import (
     sum_usage,
     turn_reason,
 )
-from tapelog.checker import RequestChecker, check_enabled
-from tapelog.llm import (
+from tapelog.checker._api import RequestChecker, check_enabled
+from tapelog.llm import LlmRequest, ProviderClient
+from tapelog.llm._api import (
     AbortHandle,
     BodyCache,
-    LlmRequest,
-    ProviderClient,
     client_wire,
     complete_config,
     estimate_tokens,
     usage_prompt_tokens,
 )
-from tapelog.log import (
+from tapelog.log import encode
+from tapelog.log._api import (
     EpochHeader,
     Event,
     FrozenList,
     HeaderRecorder,
     LlmCallConfig,
     Session,
-    encode,
     freeze,
     repair_interrupted,
 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.log import Event, FrozenList, OpenCall, Session, ToolLedger, answer_open_calls
+from tapelog.log._api import Event, FrozenList, OpenCall, Session, ToolLedger, answer_open_calls
 
 __all__ = ["UNANSWERED_TOOL_RESULT", "close_step", "error_of", "open_step_events"]
 

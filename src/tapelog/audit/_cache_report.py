@@ -27,7 +27,7 @@ from tapelog.audit._history_edits import history_changes
 from tapelog.audit._refs import RequestRef
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.audit._sentences import cause_sentence, duration
-from tapelog.cache import (
+from tapelog.cache._api import (
     PrefixStore,
     Prompt,
     Rule,
@@ -36,9 +36,10 @@ from tapelog.cache import (
     openai_reply_sources,
     provider_cache,
 )
-from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, FrozenDict, History, Session, derive_event_message, paused_gc
-from tapelog.request import WalkedRequest, reading_seq, request_fields, walk_requests
+from tapelog.llm._api import usage_prompt_tokens
+from tapelog.log._api import Event, FrozenDict, History, Session, derive_event_message, paused_gc
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest, reading_seq, request_fields
 
 __all__ = ["CacheCause", "CacheReport", "CacheTotals", "RequestCache", "cache_report"]
 

@@ -31,7 +31,7 @@ from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._pieces import BodyCache
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, LlmRequest
-from tapelog.log import FrozenDict, has_secrets
+from tapelog.log._api import FrozenDict, has_secrets
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient"]
 

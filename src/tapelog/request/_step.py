@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tapelog.log import EpochHeader, Event, chunk_kind, fold_header_event
+from tapelog.log._api import EpochHeader, Event, chunk_kind, fold_header_event
 
 __all__ = ["HEADER_TYPES", "HeaderChange", "StepFold"]
 

@@ -12,15 +12,7 @@ packages never import it.
 """
 
 from tapelog.serve._app import create_app
-from tapelog.serve._entry import Audited, Entry
-from tapelog.serve._index import Row, SessionIndex
-from tapelog.serve._summary import Summary
 
 __all__ = [
-    "Audited",
-    "Entry",
-    "Row",
-    "SessionIndex",
-    "Summary",
     "create_app",
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapelog.serve._summary import Summary
-from tapelog.store import Cursor, Folded
+from tapelog.store._api import Cursor, Folded
 
 __all__ = ["Audited", "Entry"]
 

@@ -42,7 +42,8 @@ from tapelog.audit import cache_report
 from tapelog.log import decode, encode
 from tapelog.serve._entry import Audited, Entry
 from tapelog.serve._summary import Summary
-from tapelog.store import Folded, JsonlStore, SessionStore
+from tapelog.store import JsonlStore, SessionStore
+from tapelog.store._api import Folded
 
 __all__ = ["Row", "SessionIndex", "store_label"]
 

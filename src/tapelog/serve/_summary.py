@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Final
 
-from tapelog.llm import usage_prompt_tokens
-from tapelog.request import HEADER_TYPES, StepFold
-from tapelog.store import Folded
+from tapelog.llm._api import usage_prompt_tokens
+from tapelog.request._api import HEADER_TYPES, StepFold
+from tapelog.store._api import Folded
 
 __all__ = ["FOLDED_TYPES", "Summary"]
 

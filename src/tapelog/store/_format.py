@@ -31,13 +31,12 @@ from tapelog._errors import (
     LogError,
     StoreError,
 )
-from tapelog.log import (
+from tapelog.log import decode, encode
+from tapelog.log._api import (
     SESSION_FORMAT_VERSION,
     Event,
     Session,
     SessionInfo,
-    decode,
-    encode,
     encode_trusted,
     event_from_json,
 )

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
-from tapelog.log import SESSION_FORMAT_VERSION, decode
+from tapelog.log import decode
+from tapelog.log._api import SESSION_FORMAT_VERSION
 
 __all__ = ["Cursor", "EventFold", "Folded", "envelope", "line_type", "read_header"]
 

@@ -42,7 +42,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from tapelog._errors import CorruptLogError, LogError
-from tapelog.log import (
+from tapelog.log._api import (
     Event,
     OpenCall,
     Session,
