@@ -249,3 +249,36 @@ def test_an_unreadable_session_is_listed_as_damaged(tmp_path: Path) -> None:
     assert "never started" in (rows["never"].error or "")
     assert rows["tampered"].status == "damaged"
     assert "digest" in (rows["tampered"].error or "")
+
+
+def test_a_step_cut_before_its_first_header_counts_as_the_walk_counts_it(tmp_path: Path) -> None:
+    """The list's request count is the walk's (one StepFold), also for a step
+    open at the end of the log: without any request header it never left; once
+    its header is logged it did (and a later step/end sent:false takes it back)."""
+    from tapelog import Session
+    from tapelog.request import walk_requests
+
+    store = JsonlStore(tmp_path)
+    session = Session("cut", created=TIME)
+    writer = store.create(session)
+    session.append("turn/start", {"turn": 0})
+    user = {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}}
+    session.append("user/message", user, surface_op="append")
+    session.append("step/start", {"turn": 0, "step": 0})
+    writer.flush()
+    index = _index(tmp_path)
+
+    def counts() -> tuple[int, int]:
+        walked = list(walk_requests(store.load("cut").session))
+        return _by_id(index.rows())["cut"].summary.requests, len(walked)
+
+    assert counts() == (0, 0)
+    log = HandLog("cut")
+    log.session = session
+    log.header()  # the request/header the loop logs right after step/start
+    writer.flush()
+    assert counts() == (1, 1)
+    error = {"type": "ReconstructionError", "message": "refused"}
+    session.append("step/end", {"turn": 0, "step": 0, "sent": False, "error": error})
+    writer.close()
+    assert counts() == (0, 0)
