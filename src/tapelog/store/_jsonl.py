@@ -30,7 +30,6 @@ import os
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO
 
 from tapelog._errors import (
     CorruptLogError,
@@ -56,7 +55,7 @@ from tapelog.store._format import (
 )
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl_follow import JsonlFollower, held_locks
-from tapelog.store._jsonl_summaries import jsonl_summaries
+from tapelog.store._jsonl_summaries import jsonl_summaries, last_line
 from tapelog.store._lock import WriteLock, make_private_dirs
 from tapelog.store._reserve import Reservation
 from tapelog.store._summaries import F, Folded
@@ -485,27 +484,7 @@ def _summarise(path: Path) -> SessionSummary:
                     message = _never_started_message(session_id, path)
                     return damaged_summary(session_id, size, message)
                 raise CorruptLogError("the header line is incomplete", line=1)
-            last = _last_line(f, start=len(first), size=size)
+            last = last_line(f, start=len(first), size=size, block=_TAIL_BLOCK)
     except Exception as exc:  # one damaged file must not hide the others
         return damaged_summary(session_id, size, f"{exc}; {details}")
     return summarise_session(session_id, first, last, size, details=details)
-
-
-def _last_line(f: BinaryIO, *, start: int, size: int) -> bytes | None:
-    """The last newline-terminated line after byte ``start``, read from the end."""
-    buf = b""
-    pos = size
-    while pos > start:
-        step = min(_TAIL_BLOCK, pos - start)
-        pos -= step
-        f.seek(pos)
-        buf = f.read(step) + buf
-        end = buf.rfind(b"\n")
-        if end == -1:
-            continue
-        begin = buf.rfind(b"\n", 0, end)
-        if begin != -1:
-            return buf[begin + 1 : end]
-        if pos == start:
-            return buf[:end]
-    return None

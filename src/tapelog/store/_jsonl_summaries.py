@@ -21,7 +21,7 @@ from tapelog._errors import InvalidSessionIdError
 from tapelog.store._ids import validate_session_id
 from tapelog.store._summaries import Cursor, F, Folded, read_header
 
-__all__ = ["jsonl_summaries"]
+__all__ = ["jsonl_summaries", "last_line"]
 
 _SUFFIX: Final = ".jsonl"
 _TAIL: Final = 64
@@ -115,3 +115,24 @@ def _extends(f: BinaryIO, old: Folded[F], key: tuple[int, ...]) -> bool:
         f.seek(0)
         return False
     return True
+
+
+def last_line(f: BinaryIO, *, start: int, size: int, block: int) -> bytes | None:
+    """The last newline-terminated line after byte ``start``, read from the end
+    ``block`` bytes at a time (``list()``'s summary needs nothing else)."""
+    buf = b""
+    pos = size
+    while pos > start:
+        step = min(block, pos - start)
+        pos -= step
+        f.seek(pos)
+        buf = f.read(step) + buf
+        end = buf.rfind(b"\n")
+        if end == -1:
+            continue
+        begin = buf.rfind(b"\n", 0, end)
+        if begin != -1:
+            return buf[begin + 1 : end]
+        if pos == start:
+            return buf[:end]
+    return None
