@@ -1,7 +1,7 @@
 """The agent side: the loop, its hooks, compaction and trimming, and tools."""
 
 from tapelog.agent._compaction import CompactionPolicy
-from tapelog.agent._fs import fs_tools
+from tapelog.agent._fs_tools import fs_tools
 from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo
 from tapelog.agent._loop import Agent
 from tapelog.agent._output import OutputSpec

@@ -29,7 +29,8 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from tapelog.audit._cache_report import CacheCause, CacheReport, RequestCache, cache_report
+from tapelog.audit._cache_cause import CacheCause
+from tapelog.audit._cache_report import CacheReport, RequestCache, cache_report
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
