@@ -37,7 +37,6 @@ from tapelog.log._api import (
     LogFold,
     Session,
     SessionEvents,
-    chunk_kind,
     fold_header_event,
 )
 from tapelog.request._request import (
@@ -46,6 +45,7 @@ from tapelog.request._request import (
     compaction_inputs,
     summary_request,
 )
+from tapelog.request._step import HEADER_TYPES, HeaderChange, StepFold
 
 __all__ = [
     "HeaderChange",
@@ -55,9 +55,6 @@ __all__ = [
     "trusted_events",
     "walk_requests",
 ]
-
-_HEADER = frozenset({"request/header", "request/header-delta"})
-_STEP_OUTPUT = frozenset({"assistant/chunk", "assistant/message", "step/end", "turn/end"})
 
 
 @contextmanager
@@ -78,15 +75,6 @@ def _unreadable(seq: int, exc: Exception) -> LogError:
         f"({type(exc).__name__}: {exc}); `tapelog verify` says what is wrong with it",
         seq=seq,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderChange:
-    """A header event and the headers folded just before and after it."""
-
-    event: Event
-    before: EpochHeader | None
-    after: EpochHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,51 +151,13 @@ def trusted_events(
     return Session.from_events(source, id=session_id).events
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    header: EpochHeader | None
-    header_seqs: tuple[int, ...]
-    changes: tuple[HeaderChange, ...]
-    message: Event | None
-    failed_attempts: int
-    sent: bool
-
-
-def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> _Step:
-    """Look ahead through one step: its header events, answer, failed attempts, end."""
-    header = folded
-    seqs: list[int] = []
-    changes: list[HeaderChange] = []
-    message: Event | None = None
-    failed = 0
-    in_header = True
-    sent = True
+def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> StepFold:
+    """Look ahead through one step (its header events, answer, failed attempts, end)."""
+    step = StepFold(start.seq, folded)
     for seq in range(start.seq + 1, len(events)):
-        event = events[seq]
-        etype = event.type
-        if etype == "step/start" or etype == "turn/start":
+        if not step.feed(events[seq]) or step.closed:
             break
-        if etype in _STEP_OUTPUT:
-            in_header = False
-        if in_header and etype in _HEADER:
-            after = fold_header_event(header, event)
-            assert after is not None
-            changes.append(HeaderChange(event, header, after))
-            header = after
-            seqs.append(seq)
-        elif etype == "assistant/message":
-            message = event
-        elif etype == "assistant/chunk" and chunk_kind(event) == "error":
-            failed += 1
-        elif etype == "step/end":
-            sent = event.data.get("sent") is not False
-            break
-    else:
-        # Open at the end of the log (still running, or cut by a crash that
-        # repair closes): a request is only built from a logged header, so
-        # without one it has not left (repair then logs "sent": false).
-        sent = header is not None
-    return _Step(header, tuple(seqs), tuple(changes), message, failed, sent)
+    return step
 
 
 def _one_shot_sent(events: Sequence[Event], start: Event) -> bool:
@@ -243,7 +193,7 @@ class _Walker:
         walked: WalkedRequest | None = None
         if etype == "step/start":
             walked = self._step(event)
-        elif etype in _HEADER and event.seq not in self.consumed:
+        elif etype in HEADER_TYPES and event.seq not in self.consumed:
             after = fold_header_event(self.fold.header, event)
             assert after is not None
             self.changes.append(HeaderChange(event, self.fold.header, after))
@@ -283,7 +233,7 @@ class _Walker:
             turn=data["turn"],
             step=data["step"],
             header=step.header,
-            header_seqs=step.header_seqs,
+            header_seqs=tuple(step.header_seqs),
             changes=(*self.changes, *step.changes),
             message=step.message,
             failed_attempts=step.failed_attempts,

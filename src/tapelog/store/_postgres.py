@@ -34,7 +34,7 @@ import hashlib
 import os
 import re
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from tapelog._errors import (
@@ -56,13 +56,16 @@ from tapelog.store._base import (
 from tapelog.store._format import header_line, summarise_session
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
 from tapelog.store._pg_secrets import (
     SECRET_PARAMS,
     hide_secrets,
     refuse_split_userinfo,
     written_secrets,
 )
+from tapelog.store._pg_summaries import pg_summaries
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import F, Folded
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -104,6 +107,7 @@ LEFT JOIN LATERAL (
 ) last ON true
 """
 
+_CHECK: Final = "check the server"
 _INSERT_SESSION: Final = """
 INSERT INTO {s}.sessions (id, format_version, created, cwd, parent, seed_length, header)
 VALUES (%s, %s, %s, %s, %s, %s, %s)
@@ -317,6 +321,8 @@ class PostgresStore(SessionStore):
             with cur.copy(copy_sql) as copy:
                 for seq, line in enumerate(lines, start=first_seq):
                     copy.write_row((session_id, seq, line))
+            # Delivered when (and only if) the rows commit: followers read them then.
+            cur.execute("SELECT pg_notify(%s, %s)", (channel(self.schema), session_id))
 
     @contextlib.contextmanager
     def _writer_connection(
@@ -507,6 +513,30 @@ class PostgresStore(SessionStore):
                 )
             parts.append(bytes(line))
         return b"\n".join(parts) + b"\n"
+
+    def follow(self, session_id: str, since: int) -> PostgresFollower:
+        validate_session_id(session_id)
+        return PostgresFollower(self, session_id, since)
+
+    def summaries(
+        self, previous: Mapping[str, Folded[F]], new_fold: Callable[[], F]
+    ) -> dict[str, Folded[F]]:
+        return pg_summaries(self, previous, new_fold)
+
+    def active(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        with self._connect() as conn, self._errors("read the write locks of", advice=_CHECK):
+            return self._lock_key(session_id) in held_keys(conn)
+
+    def active_sessions(self) -> set[str]:
+        with self._reading("read the write locks of") as conn:
+            if conn is None:
+                return set()
+            held = held_keys(conn)
+            if not held:
+                return set()
+            ids = [r[0] for r in conn.execute(self._sql("SELECT id FROM {s}.sessions"))]
+        return {i for i in ids if self._lock_key(i) in held}
 
     def list(self) -> builtins.list[SessionSummary]:
         with self._reading("list the sessions in") as conn:
