@@ -20,7 +20,7 @@ from typing import Any, Final
 import pydantic
 
 from tapelog._errors import JsonValueError, OutputError
-from tapelog.agent._tool_schema import _SCHEMA_LISTS, _SCHEMA_MAPS, _SCHEMA_ONE, _drop_titles
+from tapelog.agent._untitled_schema import UntitledSchema
 from tapelog.log import decode
 from tapelog.log._api import FrozenDict, freeze
 
@@ -30,6 +30,14 @@ _MAX_ERRORS: Final = 8
 _MAX_ERROR_CHARS: Final = 200
 _NAME_RE: Final = re.compile(r"[^a-zA-Z0-9_-]+")
 _FENCE_RE: Final = re.compile(r"```[a-zA-Z]*[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+
+# JSON-schema keywords whose value maps names to subschemas, holds one subschema,
+# or holds a list of subschemas: where :func:`_closed` looks for nested objects.
+_SCHEMA_MAPS: Final = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_ONE: Final = frozenset(
+    {"items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else"}
+)
+_SCHEMA_LISTS: Final = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
 
 
 def _label(text: str) -> str:
@@ -96,8 +104,8 @@ def output_schema(
     says why one cannot be used."""
     if isinstance(target, type) and issubclass(target, pydantic.BaseModel):
         try:
-            raw = target.model_json_schema(mode="validation")
-            schema: FrozenDict = freeze(_drop_titles(raw), path="output schema")
+            raw = target.model_json_schema(mode="validation", schema_generator=UntitledSchema)
+            schema: FrozenDict = freeze(raw, path="output schema")
         except Exception as exc:
             raise OutputError(
                 f"the output type {target.__name__} cannot be described as JSON schema ({exc})."

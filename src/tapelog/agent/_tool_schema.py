@@ -3,14 +3,15 @@
 The schema is model-visible and logged in the request header, so it is built
 once per tool and must be the same bytes every time: pydantic generates it (its
 key order, parameters in signature order, is kept as is), and only pydantic's
-generated ``title`` keywords are dropped to keep it compact.
+generated ``title`` keywords are left out (:mod:`tapelog.agent._untitled_schema`)
+to keep it compact. The descriptions come from the docstring
+(:mod:`tapelog.agent._docstring`).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import re
 import typing
 import warnings
 from collections.abc import Callable, Mapping
@@ -19,55 +20,10 @@ from typing import Any
 import pydantic
 
 from tapelog._errors import JsonValueError, ToolError
+from tapelog.agent._untitled_schema import UntitledSchema
 from tapelog.log._api import FrozenDict, freeze
 
-__all__ = ["arguments_model", "hinted", "json_schema", "parse_docstring"]
-
-_ARGS_HEADER_RE = re.compile(r"(Args|Arguments):\s*")
-_ARG_LINE_RE = re.compile(r"\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)")
-
-# JSON-schema keywords whose value maps names to subschemas, holds one subschema,
-# or holds a list of subschemas; everything else (enum, const, default, examples,
-# ...) is data, where a "title" key is content, not pydantic's noise.
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
-_SCHEMA_ONE = frozenset(
-    {"items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else"}
-)
-_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
-
-
-def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """First paragraph (lines joined) and the Google-style ``Args:`` descriptions."""
-    lines = doc.splitlines()
-    summary: list[str] = []
-    for line in lines:
-        if not line.strip() or _ARGS_HEADER_RE.fullmatch(line.strip()):
-            break
-        summary.append(line.strip())
-    args: dict[str, str] = {}
-    start = next((i for i, ln in enumerate(lines) if _ARGS_HEADER_RE.fullmatch(ln.strip())), None)
-    if start is not None:
-        header_indent = _indent(lines[start])
-        entry_indent: int | None = None
-        current: str | None = None
-        for line in lines[start + 1 :]:
-            if not line.strip():
-                continue
-            indent = _indent(line)
-            if indent <= header_indent:
-                break  # the next section (Returns:, Raises:, ...)
-            match = _ARG_LINE_RE.fullmatch(line.strip())
-            if match and (entry_indent is None or indent == entry_indent):
-                entry_indent = indent
-                current = match.group(1)
-                args[current] = match.group(2).strip()
-            elif current is not None:
-                args[current] = f"{args[current]} {line.strip()}".strip()
-    return " ".join(summary), args
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
+__all__ = ["arguments_model", "hinted", "json_schema"]
 
 
 def arguments_model(
@@ -140,7 +96,9 @@ def json_schema(model: type[pydantic.BaseModel], name: str) -> FrozenDict:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            schema = model.model_json_schema(by_alias=True, mode="validation")
+            schema = model.model_json_schema(
+                by_alias=True, mode="validation", schema_generator=UntitledSchema
+            )
         except Exception as exc:
             raise ToolError(
                 f"the parameters of tool {name} cannot be described as JSON schema ({exc})"
@@ -148,28 +106,9 @@ def json_schema(model: type[pydantic.BaseModel], name: str) -> FrozenDict:
     if caught:
         raise ToolError(f"the parameters of tool {name} lose information: {caught[0].message}")
     try:
-        frozen: FrozenDict = freeze(_drop_titles(schema), path=f"tool {name} parameters")
+        frozen: FrozenDict = freeze(schema, path=f"tool {name} parameters")
     except JsonValueError as exc:
         raise ToolError(
             f"the parameter schema of tool {name} is not lossless JSON: {exc}"
         ) from None
     return frozen
-
-
-def _drop_titles(schema: Any) -> Any:
-    """Remove pydantic's generated ``title`` keywords, walking only schema positions."""
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {k: _drop_titles(v) for k, v in value.items()}
-        elif key in _SCHEMA_ONE:
-            out[key] = _drop_titles(value)
-        elif key in _SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_drop_titles(v) for v in value]
-        else:
-            out[key] = value
-    return out

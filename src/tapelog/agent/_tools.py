@@ -32,7 +32,8 @@ from typing import Any, Protocol, overload, runtime_checkable
 import pydantic
 
 from tapelog._errors import JsonValueError, ToolError
-from tapelog.agent._tool_schema import arguments_model, hinted, json_schema, parse_docstring
+from tapelog.agent._docstring import parse_docstring
+from tapelog.agent._tool_schema import arguments_model, hinted, json_schema
 from tapelog.log import decode
 from tapelog.log._api import FrozenDict, encode_str, freeze
 
