@@ -68,14 +68,7 @@ def _fold(
     try:
         with open(path, "rb") as f:
             if old is not None and _extends(f, old, key):
-                folded = Folded(
-                    id=session_id,
-                    fold=old.fold.copy(),
-                    created=old.created,
-                    parent=old.parent,
-                    events=old.events,
-                    last_time=old.last_time,
-                )
+                folded = old.continued()
                 base = old.cursor.offset
                 data = f.read()
             else:

@@ -56,13 +56,7 @@ def pg_summaries(
                 out[session_id] = old
                 continue
             if old is not None and old.error is None and old.cursor.offset < events:
-                folded = Folded(
-                    id=session_id,
-                    fold=old.fold.copy(),
-                    created=old.created,
-                    parent=old.parent,
-                    events=old.events,
-                )
+                folded = old.continued()
             else:  # new, or (never, rows being append-only) fewer events than folded
                 folded = Folded(id=session_id, fold=new_fold())
                 read_header(folded, bytes(header))

@@ -122,6 +122,18 @@ class Folded(Generic[F]):
         if found is not None:
             self.last_time = found[1]
 
+    def continued(self) -> Folded[F]:
+        """A copy to fold what was appended into (this one stays as it was, for
+        a reader that still holds it); its cursor is set by the caller."""
+        return Folded(
+            id=self.id,
+            fold=self.fold.copy(),
+            created=self.created,
+            parent=self.parent,
+            events=self.events,
+            last_time=self.last_time,
+        )
+
     def restarted(self, fold: F) -> Folded[F]:
         """A new summary of the same session, to fold from the start."""
         return Folded(id=self.id, fold=fold)
