@@ -24,7 +24,7 @@ from tapelog.agent._output_schema import output_schema
 
 # --- docstrings -------------------------------------------------------------------------
 
-_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz,.()'", min_size=1, max_size=8).filter(
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz,.:()'", min_size=1, max_size=8).filter(
     lambda w: w[0].isalpha()
 )
 _LINE = st.lists(_WORD, min_size=1, max_size=5).map(" ".join)
@@ -76,6 +76,26 @@ def test_continuation_lines_join_with_one_space() -> None:
 def test_args_right_below_the_summary_still_describe_the_parameters() -> None:
     doc = "Two line\nsummary.\nArgs:\n    x: The x."
     assert parse_docstring(doc) == ("Two line summary.", {"x": "The x."})
+
+
+def test_only_args_and_arguments_sections_describe_parameters() -> None:
+    doc = (
+        "Do.\n\nParameters:\n    x: Not read.\n\n"
+        "Arguments:\n    y: Read.\n\nArgs:\n    z: Not read (only the first section)."
+    )
+    assert parse_docstring(doc) == ("Do.", {"y": "Read."})
+
+
+def test_summary_stops_at_a_blank_line_or_an_args_header_on_any_line() -> None:
+    assert parse_docstring("Returns:\n    the time.") == ("Returns: the time.", {})
+    assert parse_docstring("Args:\n    x: The x.") == ("", {"x": "The x."})
+    assert parse_docstring("Args:") == ("", {})
+    assert parse_docstring("  \nLater.") == ("", {})  # a whitespace-only first line
+
+
+def test_an_args_header_in_a_code_block_is_code() -> None:
+    doc = "Run it.\n\n```\nArgs:\n    x: Not a parameter.\n```\n"
+    assert parse_docstring(doc) == ("Run it.", {})
 
 
 def test_malformed_sections_log_nothing(caplog: pytest.LogCaptureFixture) -> None:

@@ -9,32 +9,63 @@ told not to, because a tool's docstring is not the user's terminal's business.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import griffe
 
 __all__ = ["parse_docstring"]
 
-# griffe only opens a section after a blank line; "Summary.\nArgs:" has always
-# described the parameters here, so such a header gets its blank line first.
-_ARGS_HEADER_RE = re.compile(r"^(?=[ \t]*(?:Args|Arguments):[ \t]*$)", re.MULTILINE)
+_ARGS_HEADER_RE = re.compile(r"[ \t]*(?:Args|Arguments):[ \t]*")
+_OTHER_PARAMS_HEADER_RE = re.compile(r"(?i:args|arguments|params|parameters):[ \t]*")
+_LEAD = "."  # a first line griffe reads as plain text; never part of the output
+
+
+def _griffe_input(doc: str) -> str:
+    """``doc`` with the section headers griffe would read differently from how
+    they have always been read here, so schema bytes stay what they were.
+
+    The summary is the first lines up to a blank line or an "Args:" header, so
+    griffe must not open a section on the first line: a line of :data:`_LEAD`
+    goes above it (also keeping griffe from dedenting the lines below). griffe
+    opens a section only after a blank line, but "Summary.\\nArgs:" has always
+    described the parameters, so such a header gets its blank line. griffe also
+    reads "Params:", "Parameters:" and any-case "args:" as the parameters
+    section; only "Args:" and "Arguments:" ever described parameters here (and a
+    mismatched entry is refused), so such a header becomes "Parameters:-",
+    plain text in a paragraph nobody reads. Blank lines right under an "Args:"
+    header go: griffe would skip the section.
+    """
+    out = [_LEAD]
+    for line in doc.split("\n"):
+        after_blank = not out[-1].strip()
+        if _ARGS_HEADER_RE.fullmatch(line):
+            if not after_blank:
+                out.append("")
+        elif _ARGS_HEADER_RE.fullmatch(out[-1]) and not line.strip():
+            continue
+        elif after_blank and _OTHER_PARAMS_HEADER_RE.fullmatch(line):
+            line = line.replace(":", ":-", 1)
+        out.append(line)
+    return "\n".join(out)
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """The summary and the parameter descriptions (by name) of a cleaned docstring."""
-    sections = griffe.Docstring(_ARGS_HEADER_RE.sub("\n", doc)).parse(
+    sections = griffe.Docstring(_griffe_input(doc)).parse(
         "google", warnings=False, warn_missing_types=False, warn_unknown_params=False
     )
-    summary = ""
-    if sections and sections[0].kind is griffe.DocstringSectionKind.text:
-        text: str = sections[0].value
-        summary = _joined(text.split("\n\n", 1)[0])
-    args: dict[str, str] = {}
-    for section in sections:
-        if section.kind is griffe.DocstringSectionKind.parameters:
-            for param in section.value:
-                args[param.name.lstrip("*")] = _joined(param.description)
+    lead: str = sections[0].value  # the text section _LEAD starts
+    summary = _joined("\n".join(itertools.takewhile(_in_summary, lead.splitlines()[1:])))
+    # The first Args: section only, as always.
+    params = next((s for s in sections if s.kind is griffe.DocstringSectionKind.parameters), None)
+    args = {p.name.lstrip("*"): _joined(p.description) for p in (params.value if params else ())}
     return summary, args
+
+
+def _in_summary(line: str) -> bool:
+    """The summary ends at a blank line, or at an Args: header griffe left as text."""
+    return bool(line.strip()) and not _ARGS_HEADER_RE.fullmatch(line)
 
 
 def _joined(text: str) -> str:
