@@ -21,6 +21,7 @@ from typing_extensions import TypedDict
 from tapelog.agent import tool
 from tapelog.agent._docstring import parse_docstring
 from tapelog.agent._output_schema import output_schema
+from tapelog.agent._untitled_schema import UntitledSchema
 
 # --- docstrings -------------------------------------------------------------------------
 
@@ -207,3 +208,47 @@ def _schema_titles(schema: Any, path: str = "#") -> list[str]:
             for i, sub in enumerate(value):
                 found += _schema_titles(sub, f"{path}/{key}/{i}")
     return found
+
+
+def _without_titles(schema: Any) -> Any:
+    """The reference: pydantic's default schema with every ``title`` keyword
+    removed by walking the schema positions (what tapelog once did itself)."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _MAPS and isinstance(value, dict):
+            out[key] = {name: _without_titles(sub) for name, sub in value.items()}
+        elif key in _ONE:
+            out[key] = _without_titles(value)
+        elif key in _LISTS and isinstance(value, list):
+            out[key] = [_without_titles(sub) for sub in value]
+        else:
+            out[key] = value
+    return out
+
+
+_LEAVES: list[Any] = [int, str, float, bool, Shade, Box, Pair, Entry, Literal["a", "b"], Any]
+_TYPES = st.recursive(
+    st.sampled_from(_LEAVES),
+    lambda inner: st.one_of(
+        inner.map(lambda t: list[t]),  # type: ignore[valid-type]
+        inner.map(lambda t: dict[str, t]),  # type: ignore[valid-type]
+        inner.map(lambda t: t | None),
+        st.tuples(inner, inner).map(lambda ts: tuple[ts[0], ts[1]]),  # type: ignore[valid-type]
+        inner.map(lambda t: Annotated[t, pydantic.Field(title="User", description="d")]),
+    ),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(_TYPES, min_size=1, max_size=4))
+def test_generated_schemas_equal_the_title_stripped_reference(types: list[Any]) -> None:
+    fields: dict[str, Any] = {f"f{i}": (t, ...) for i, t in enumerate(types)}
+    model = pydantic.create_model("M", **fields)
+    generated = model.model_json_schema(mode="validation", schema_generator=UntitledSchema)
+    assert generated == _without_titles(model.model_json_schema(mode="validation"))
+    assert _schema_titles(generated) == []

@@ -12,8 +12,6 @@ from __future__ import annotations
 import itertools
 import re
 
-import griffe
-
 __all__ = ["parse_docstring"]
 
 _ARGS_HEADER_RE = re.compile(r"[ \t]*(?:Args|Arguments):[ \t]*")
@@ -52,6 +50,8 @@ def _griffe_input(doc: str) -> str:
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """The summary and the parameter descriptions (by name) of a cleaned docstring."""
+    import griffe  # ~30 ms; only a program that makes tools pays it, not every CLI start
+
     sections = griffe.Docstring(_griffe_input(doc)).parse(
         "google", warnings=False, warn_missing_types=False, warn_unknown_params=False
     )
