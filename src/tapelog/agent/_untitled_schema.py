@@ -2,9 +2,13 @@
 
 Tool parameter and output schemas are request bytes that every request
 repeats, and pydantic's titles (a field's name capitalised, a model's or an
-enum's class name) tell the model nothing the property names do not. The
-generator never writes them, so no walk over the finished schema has to guess
-which ``title`` keys are schema keywords and which are data: a ``title`` inside
+enum's class name) tell the model nothing the property names do not. Field
+titles are never generated (``field_title_should_be_set``); a title on a
+subschema is dropped as pydantic hands the subschema back (``generate_inner``);
+class titles, which pydantic sets in private code with no hook to refuse them,
+are dropped from the root and each ``$defs`` entry (``generate``). So no walk
+over the finished schema has to guess which ``title`` keys are schema keywords
+and which are data: a ``title`` inside
 ``enum``, ``const``, ``default`` or ``examples``, or inside a user's
 ``json_schema_extra`` value, is content and is kept. A ``title`` keyword the
 user sets on a field or a model (``Field(title=...)``, ``json_schema_extra``,
