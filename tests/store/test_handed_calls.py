@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from _unruly import unruly
+
 from tapelog import Session
 from tapelog.audit import cache_report
 from tapelog.log import repair_interrupted
@@ -30,7 +32,7 @@ class ProxyLog:
     """A session written the way the proxy writes one (``step``: its step number)."""
 
     def __init__(self, *, step: int = 1, calls: bool = True) -> None:
-        self.s = Session("handed", created=1, clock=lambda: 2)
+        self.s = unruly(Session("handed", created=1, clock=lambda: 2))
         self.step = step
         self.calls = calls
         self.turn = 0
@@ -115,7 +117,10 @@ def test_calls_left_open_by_a_turn_that_did_not_hand_them_over_are_reported() ->
     log.answer("c1", end="completed")
     problems = _problems(log)
     # the step's own rule, and the end of the log (whose next request would hold c1)
-    assert "step 1 of turn 1 ends with tool calls that have no result: c1 (seq 5)" in problems[0]
+    assert (
+        "step 1 of turn 1 ended (seq 6) with tool calls that have no result: c1 (seq 5); "
+        "only a turn/end that hands them on" in problems[0]
+    )
     assert all("c1" in p for p in problems)
 
 

@@ -56,8 +56,10 @@ from tapelog.log._repair import (
     plan_repair,
     repair_interrupted,
 )
+from tapelog.log._rules import HANDED_OVER, LogRules
 from tapelog.log._secret_shape import looks_like_secret, names_a_secret
 from tapelog.log._session import (
+    RuleBreaks,
     Session,
     SessionEvents,
     SessionInfo,
@@ -67,6 +69,7 @@ from tapelog.log._session import (
 
 __all__ = [
     "EVENT_TYPES",
+    "HANDED_OVER",
     "MIN_SECRET_LENGTH",
     "PACKED_TYPES",
     "REDACTED",
@@ -81,10 +84,12 @@ __all__ = [
     "JsonValue",
     "LlmCallConfig",
     "LogFold",
+    "LogRules",
     "OpenCall",
     "PackedChunk",
     "PackedEvent",
     "RepairPlan",
+    "RuleBreaks",
     "Session",
     "SessionEvents",
     "SessionInfo",

@@ -34,6 +34,7 @@ from tapelog._errors import (
 from tapelog.log import (
     SESSION_FORMAT_VERSION,
     Event,
+    RuleBreaks,
     Session,
     SessionInfo,
     decode,
@@ -420,7 +421,9 @@ def _without_spaces(raw: bytes) -> bytes:
     return bytes(out)
 
 
-def replay_events(info: SessionInfo, events: Sequence[Event]) -> Session:
+def replay_events(
+    info: SessionInfo, events: Sequence[Event], *, rule_breaks: RuleBreaks | None = None
+) -> Session:
     """Replay scanned events (lines 2, 3, ...) into a Session, naming the bad line.
 
     ``Session.from_info`` validates contiguity, payloads, surface ops and the
@@ -435,7 +438,7 @@ def replay_events(info: SessionInfo, events: Sequence[Event]) -> Session:
             yield event
 
     try:
-        return Session.from_info(info, feed())
+        return Session.from_info(info, feed(), rule_breaks=rule_breaks)
     except (LogError, JsonValueError) as exc:
         line = reached + 2
         raise CorruptLogError(f"line {line}: {exc}", line=line) from exc
