@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
-from _unruly import unruly
 
+from _unruly import unruly
 from tapelog import LlmCallConfig, LogError, ReentrantAppendError, Session, StoreError
 from tapelog.agent import Agent, tool
 from tapelog.emulator import Emulator
@@ -344,5 +344,5 @@ def test_verify_reports_a_step_inside_another_and_a_call_left_unanswered() -> No
         "open: two turns ran at once on the session, or a step/end is missing",
         "line 8 (seq 6): step 1 of turn 1 ends, but no step is open",
     ]
-    with pytest.raises(LogError, match="^seq 4: step 2 of turn 1 starts while step 1"):
+    with pytest.raises(LogError, match=r"^seq 4: step 2 of turn 1 starts while step 1"):
         Session.from_events(s.events)  # load refuses it at the first break

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from _unruly import unruly
-
 from tapelog import Session
 from tapelog.audit import cache_report
 from tapelog.log import repair_interrupted
