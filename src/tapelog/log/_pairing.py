@@ -75,10 +75,6 @@ class ToolLedger:
         elif etype == "tool/result" and event.surface_op == "append":
             self._open.pop((event.data if data is None else data)["call_id"], None)
 
-    def waits_for(self, call_id: str) -> bool:
-        """Whether the call ``call_id`` is open (asked or logged, without a result)."""
-        return call_id in self._open
-
     def observe_all(self, events: Iterable[Event]) -> ToolLedger:
         for event in events:
             self.observe(event)

@@ -15,8 +15,10 @@ it, so "a log that loads is a log the loop could have written" holds:
   carries that step's turn and step (one logged while no step is open is left
   alone: hand-written logs and a proxy's client results do that, and no
   request depends on it);
-* an appended ``tool/result`` answers a tool call that waits for one (asked by
-  an ``assistant/message`` or logged as a ``tool/call``);
+* an appended ``tool/result`` answers a tool call logged before it (asked by
+  an ``assistant/message`` or logged as a ``tool/call``); it may answer one
+  again, since a client that rewrites its history re-sends results after a
+  ``replace`` shadowed the first ones;
 * a step ends with every ``tool/call`` it logged answered, unless its turn
   ends right after it by handing the calls on: ``turn/end`` ``tool_calls``
   (``tapelog proxy``: the client runs them and sends their results with its
@@ -68,7 +70,7 @@ def _asked(asked: list[OpenCall]) -> str:
 class LogRules:
     """The turn/step/tool-call state of a log, fed one event at a time (module docstring)."""
 
-    __slots__ = ("_calls", "_handed", "_handing", "_seed", "_step", "_turn", "ledger")
+    __slots__ = ("_calls", "_handed", "_handing", "_known", "_seed", "_step", "_turn", "ledger")
 
     def __init__(self, *, seed_length: int | None = None) -> None:
         self._seed = seed_length
@@ -79,6 +81,7 @@ class LogRules:
         """A step that ended with open calls: (turn, step, seq of its step/end, calls);
         the next event but digests must be the turn/end that hands them on."""
         self._handed: set[str] = set()
+        self._known: set[str] = set()  # every call id asked for or logged so far
         self.ledger = ToolLedger()
         """Tool calls still waiting for their result (read it, never feed it)."""
 
@@ -195,11 +198,11 @@ class LogRules:
                 f"step {step[1]} of turn {step[0]} (seq {step[2]}): two turns ran at once on "
                 "the session"
             )
-        if etype == "tool/result" and not self.ledger.waits_for(data["call_id"]):
+        if etype == "tool/result" and data["call_id"] not in self._known:
             raise EventError(
                 f"this tool/result answers call {data['call_id']!r}, but no tool call with "
-                "that id waits for a result (none was asked for by an assistant/message or "
-                "logged as a tool/call, or it was answered already)"
+                "that id is logged before it (no assistant/message asked for it and no "
+                "tool/call names it)"
             )
 
     # --- the state ------------------------------------------------------------
@@ -229,6 +232,11 @@ class LogRules:
         if etype in _IN_STEP or (etype == "tool/result" and event.surface_op == "append"):
             if etype == "tool/call":
                 self._calls[data["call_id"]] = event.seq
+                self._known.add(data["call_id"])
+            elif etype == "assistant/message":
+                for block in data["content"]:
+                    if block["type"] == "tool_call":
+                        self._known.add(block["id"])
             elif etype == "tool/result":
                 self._calls.pop(data["call_id"], None)
             self.ledger.observe(event, data)
