@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from tapelog._errors import CorruptLogError, LogError
 from tapelog.log import (
     Event,
-    OpenCall,
     Session,
     SessionInfo,
     paused_gc,
@@ -264,25 +263,14 @@ def _left_unanswered(session: Session) -> list[Problem]:
     ]
     if not left:
         return []
-    last = session.events[-1]
-    return [_unanswered(last, "the next request", left, end=True)]
-
-
-def _unanswered(event: Event, what: str, asked: list[OpenCall], *, end: bool = False) -> Problem:
-    listed = ", ".join(f"{call.call_id} (seq {call.asked_at})" for call in asked)
-    if end:
-        return _problem(
-            event,
-            f"the log ends here, and {what} would hold tool calls without their results "
-            f"({listed}): a provider refuses such a request, and resuming does not answer "
-            "them (only the calls of a step left open are); results were removed, or the "
-            "log was written by hand",
-        )
-    return _problem(
-        event,
-        f"{what} would hold tool calls without their results ({listed}): a provider "
-        "refuses such a request; two turns ran at once on the session, or results were removed",
+    listed = ", ".join(f"{call.call_id} (seq {call.asked_at})" for call in left)
+    message = (
+        f"the log ends here, and the next request would hold tool calls without their "
+        f"results ({listed}): a provider refuses such a request, and resuming does not "
+        "answer them (only the calls of a step left open are); results were removed, or "
+        "the log was written by hand"
     )
+    return [_problem(session.events[-1], message)]
 
 
 def _walk(session: Session) -> tuple[int | None, Problem | None]:
