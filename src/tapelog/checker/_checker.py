@@ -32,7 +32,7 @@ from typing import Any
 from tapelog._errors import ReconstructionError
 from tapelog.checker._compare import differences, first_message_difference, mismatch_error
 from tapelog.llm import BodyCache, WireFormat, wire_for
-from tapelog.log import Event, History, LogFold, Session, unanswered_tool_calls
+from tapelog.log import Event, History, LogFold, Session, fold_step, unanswered_tool_calls
 from tapelog.request import (
     LlmRequest,
     build_request,
@@ -128,7 +128,8 @@ class RequestChecker:
                 f"the history changed after the step/start at seq {anchor}, before its "
                 "request was sent"
             )
-        header = fold.header
+        # The step's header as every audit reads it back (the one step-boundary rule).
+        header = fold_step(events, anchor, header).header
         if header is None:
             raise ReconstructionError(f"the step at seq {anchor} has no request header")
         rebuilt = build_request(

@@ -66,6 +66,7 @@ from tapelog.log._session import (
     new_session_id,
     open_turn_at,
 )
+from tapelog.log._step import HeaderChange, StepHeader, fold_step
 
 __all__ = [
     "EVENT_TYPES",
@@ -79,6 +80,7 @@ __all__ = [
     "Event",
     "FrozenDict",
     "FrozenList",
+    "HeaderChange",
     "HeaderRecorder",
     "History",
     "JsonValue",
@@ -93,6 +95,7 @@ __all__ = [
     "Session",
     "SessionEvents",
     "SessionInfo",
+    "StepHeader",
     "ToolLedger",
     "answer_call",
     "answer_open_calls",
@@ -112,6 +115,7 @@ __all__ = [
     "fold_header_event",
     "fold_messages",
     "fold_request_header",
+    "fold_step",
     "forget_secrets",
     "freeze",
     "freeze_faithful",

@@ -33,12 +33,14 @@ from tapelog._errors import LogError, TapelogError
 from tapelog.log import (
     EpochHeader,
     Event,
+    HeaderChange,
     History,
     LogFold,
     Session,
     SessionEvents,
     chunk_kind,
     fold_header_event,
+    fold_step,
 )
 from tapelog.request._request import (
     LlmRequest,
@@ -57,7 +59,6 @@ __all__ = [
 ]
 
 _HEADER = frozenset({"request/header", "request/header-delta"})
-_STEP_OUTPUT = frozenset({"assistant/chunk", "assistant/message", "step/end", "turn/end"})
 
 
 @contextmanager
@@ -78,15 +79,6 @@ def _unreadable(seq: int, exc: Exception) -> LogError:
         f"({type(exc).__name__}: {exc}); `tapelog verify` says what is wrong with it",
         seq=seq,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderChange:
-    """A header event and the headers folded just before and after it."""
-
-    event: Event
-    before: EpochHeader | None
-    after: EpochHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,28 +166,20 @@ class _Step:
 
 
 def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> _Step:
-    """Look ahead through one step: its header events, answer, failed attempts, end."""
-    header = folded
-    seqs: list[int] = []
-    changes: list[HeaderChange] = []
+    """Look ahead through one step: its header events (:func:`fold_step`, the
+    rule the pre-send checker keeps too), answer, failed attempts, end."""
+    step = fold_step(events, start.seq, folded)
+    header, changes = step.header, step.changes
+    seqs = tuple(change.event.seq for change in changes)
     message: Event | None = None
     failed = 0
-    in_header = True
     sent = True
-    for seq in range(start.seq + 1, len(events)):
+    for seq in range(step.stop, len(events)):
         event = events[seq]
         etype = event.type
         if etype == "step/start" or etype == "turn/start":
             break
-        if etype in _STEP_OUTPUT:
-            in_header = False
-        if in_header and etype in _HEADER:
-            after = fold_header_event(header, event)
-            assert after is not None
-            changes.append(HeaderChange(event, header, after))
-            header = after
-            seqs.append(seq)
-        elif etype == "assistant/message":
+        if etype == "assistant/message":
             message = event
         elif etype == "assistant/chunk" and chunk_kind(event) == "error":
             failed += 1
@@ -207,7 +191,7 @@ def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) 
         # repair closes): a request is only built from a logged header, so
         # without one it has not left (repair then logs "sent": false).
         sent = header is not None
-    return _Step(header, tuple(seqs), tuple(changes), message, failed, sent)
+    return _Step(header, seqs, changes, message, failed, sent)
 
 
 def _one_shot_sent(events: Sequence[Event], start: Event) -> bool:
