@@ -426,8 +426,10 @@ def replay_events(
 ) -> Session:
     """Replay scanned events (lines 2, 3, ...) into a Session, naming the bad line.
 
-    ``Session.from_info`` validates contiguity, payloads, surface ops and the
-    header fold exactly as live appends; this only adds where it happened.
+    ``Session.from_info`` validates contiguity, payloads, surface ops, the
+    header fold and the structural rules (:class:`tapelog.log.LogRules`)
+    exactly as live appends; this only adds where it happened. ``rule_breaks``
+    (for ``verify``) is told of each structural break instead.
     """
     reached = -1
 
