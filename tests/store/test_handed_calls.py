@@ -30,8 +30,11 @@ def _text(text: str) -> list[dict[str, Any]]:
 class ProxyLog:
     """A session written the way the proxy writes one (``step``: its step number)."""
 
-    def __init__(self, *, step: int = 1, calls: bool = True) -> None:
-        self.s = unruly(Session("handed", created=1, clock=lambda: 2))
+    def __init__(self, *, step: int = 1, calls: bool = True, damaged: bool = False) -> None:
+        """``damaged``: the log may break the structural rules (for verify to report)."""
+        self.s = Session("handed", created=1, clock=lambda: 2)
+        if damaged:
+            unruly(self.s)
         self.step = step
         self.calls = calls
         self.turn = 0
@@ -111,7 +114,7 @@ def test_an_older_proxys_log_without_calls_and_step_0_still_verifies_and_audits(
 
 
 def test_calls_left_open_by_a_turn_that_did_not_hand_them_over_are_reported() -> None:
-    log = ProxyLog()
+    log = ProxyLog(damaged=True)
     log.request(("user", "go"))
     log.answer("c1", end="completed")
     problems = _problems(log)
@@ -124,7 +127,7 @@ def test_calls_left_open_by_a_turn_that_did_not_hand_them_over_are_reported() ->
 
 
 def test_a_handed_call_the_next_request_does_not_answer_is_reported() -> None:
-    log = ProxyLog()
+    log = ProxyLog(damaged=True)
     log.request(("user", "go"))
     log.answer("c1", "c2")
     log.request(("tool", "c1"))  # c2 never came back
