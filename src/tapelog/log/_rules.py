@@ -110,6 +110,11 @@ class LogRules:
             )
         if self._handing is not None and etype not in _FREE:
             self._check_handing(etype, data)
+        if etype == "assistant/chunk":  # most events: the one rule that binds them, inline
+            step = self._step
+            if step is not None and (data["turn"] != step[0] or data["step"] != step[1]):
+                self._check_in_step(etype, data)
+            return
         if etype == "turn/start":
             if self._turn is not None:
                 raise EventError(
@@ -211,6 +216,8 @@ class LogRules:
         """Move past ``event`` (checked, or reported by ``verify``: then the state
         is set as the event says, so later events are judged sensibly)."""
         etype = event.type
+        if etype == "assistant/chunk" and self._handing is None:
+            return  # a chunk moves nothing
         if self._handing is not None and etype not in _FREE:
             if etype == "turn/end" and data["reason"]["kind"] in HANDED_OVER:
                 self._handed.update(self._handing[3])
