@@ -35,7 +35,8 @@ from typing import Any
 import orjson
 
 from tapelog.audit import cache_report
-from tapelog.log import Session, encode, encode_str
+from tapelog.log import encode
+from tapelog.log._api import Session, encode_str
 from tapelog.store import JsonlStore
 
 SIZES = (2_500, 10_000)

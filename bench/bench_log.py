@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from tapelog.log import Session, encode_str
+from tapelog.log._api import Session, encode_str
 
 SIZES = (1_000, 10_000, 100_000)
 BATCH = 200  # new events appended before each timed derive_messages()

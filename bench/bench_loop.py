@@ -77,21 +77,16 @@ from rich.console import Console
 
 from tapelog.agent import Agent, Hooks, StepContext, tool
 from tapelog.audit import encode_request, rebuild_requests
+from tapelog.cache._api import Segment, chain_segments, openai_sources
 from tapelog.cli._demo import _run_demo
-from tapelog.emulator import Segment, chain_segments, openai_sources
-from tapelog.llm import (
-    AbortHandle,
-    AnthropicWire,
-    BodyCache,
-    LlmRequest,
-    OpenAIWire,
-    normalise_usage,
-)
-from tapelog.log import (
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire
+from tapelog.llm._types import normalise_usage
+from tapelog.log import decode
+from tapelog.log._api import (
     FrozenDict,
     LlmCallConfig,
     Session,
-    decode,
     derive_event_message,
     encode_str,
     freeze,

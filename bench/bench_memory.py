@@ -58,15 +58,10 @@ import orjson
 from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM, WIRES, _text
 
 from tapelog.agent import Agent, tool
-from tapelog.llm import (
-    AbortHandle,
-    AnthropicWire,
-    BodyCache,
-    LlmRequest,
-    OpenAIWire,
-    normalise_usage,
-)
-from tapelog.log import FrozenDict, LlmCallConfig, Session, encode_str, freeze
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire
+from tapelog.llm._types import normalise_usage
+from tapelog.log._api import FrozenDict, LlmCallConfig, Session, encode_str, freeze
 
 SIZES = (100, 10_000)
 

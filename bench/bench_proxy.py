@@ -68,7 +68,8 @@ from typing import Any
 
 import httpx
 
-from tapelog.log import decode, encode, encode_str
+from tapelog.log import decode, encode
+from tapelog.log._api import encode_str
 
 SIZES = (100, 1_000, 10_000)
 MODES = ("json", "stream")

@@ -42,8 +42,9 @@ import httpx
 import orjson
 from bench_audit import build
 
-from tapelog.log import Event, Session, SessionInfo, encode_str
-from tapelog.store import JsonlStore, header_line
+from tapelog.log._api import Event, Session, SessionInfo, encode_str
+from tapelog.store import JsonlStore
+from tapelog.store._format import header_line
 
 START = 1_764_480_000_000
 

@@ -78,7 +78,7 @@ import httpx
 from tapelog.agent import Agent, RetryPolicy, tool
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import LlmCallConfig, Session, encode_str
+from tapelog.log._api import LlmCallConfig, Session, encode_str
 from tapelog.store import JsonlStore, SessionStore, SessionWriter
 
 STEPS = 1_000

@@ -21,7 +21,7 @@ import pytest
 
 from _edge import Gate
 from tapelog.emulator import Emulator
-from tapelog.log import Event
+from tapelog.log._api import Event
 from tapelog.store import JsonlStore
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))

@@ -23,8 +23,10 @@ from tapelog.cli import cli
 from tapelog.cli._providers import load_cli_providers
 from tapelog.cli._setup import resolve_provider
 from tapelog.emulator import Emulator
-from tapelog.llm import known_providers, unregister_provider
-from tapelog.log import Session, decode, redact
+from tapelog.llm import unregister_provider
+from tapelog.llm._api import known_providers
+from tapelog.log import decode, redact
+from tapelog.log._api import Session
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))
 SECRET = "sk-myco-SECRET-never-logged-0042"

@@ -23,8 +23,9 @@ import pytest
 from _edge import Gate
 from tapelog.emulator import Emulator
 from tapelog.llm import encode_request
-from tapelog.request import rebuild_requests
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.request._api import rebuild_requests
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))
 

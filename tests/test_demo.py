@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from tapelog.audit import rebuild_requests
 from tapelog.cli import cli
 from tapelog.cli._demo import LOCAL_NOTE
-from tapelog.log import Session, decode
+from tapelog.log import decode
+from tapelog.log._api import Session
 from tapelog.store import JsonlStore
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.emulator import Emulator
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 DRIVER = Path(__file__).with_name("_fault_driver.py")
 KILLS = 110

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from tapelog.audit import encode_request, rebuild_requests
-from tapelog.llm import AnthropicWire
-from tapelog.log import SESSION_FORMAT_VERSION, decode
-from tapelog.store import read_session_file, verify_jsonl
+from tapelog.llm._api import AnthropicWire
+from tapelog.log import decode
+from tapelog.log._api import SESSION_FORMAT_VERSION
+from tapelog.store._api import read_session_file, verify_jsonl
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "demo"
 SESSION = GOLDEN / "session.jsonl"

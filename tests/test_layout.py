@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import subprocess
 import sys
 import tomllib
@@ -139,15 +140,61 @@ def test_the_version_is_kept_in_one_place() -> None:
     assert tapelog.__version__ is _version.__version__
 
 
+INTERNAL_API = "_api"
+"""The one private module of a package that the other packages may import:
+what crosses package boundaries but is not for users (docs/architecture.md)."""
+
+
 def test_no_module_imports_another_packages_private_modules() -> None:
+    """Across packages only the public ``__init__`` and the designated
+    ``_api`` module are open; every other ``_name`` module stays the package's own."""
     wrong: list[str] = []
     for path in sorted(SRC.rglob("*.py")):
         own = _package_of(path)
         for line, module in _all_imports(path):
             parts = module.split(".")
-            if len(parts) >= 3 and parts[2].startswith("_") and parts[1] != own:
+            private = len(parts) >= 3 and parts[2].startswith("_") and parts[1] != own
+            if private and parts[2:] != [INTERNAL_API]:
                 wrong.append(f"{path.relative_to(SRC)}:{line} imports {module}")
     assert wrong == []
+
+
+def _api_modules() -> list[Path]:
+    return sorted(SRC.glob(f"*/{INTERNAL_API}.py"))
+
+
+def test_an_internal_api_only_reexports_its_own_package() -> None:
+    """``tapelog.X._api`` imports only X's private modules: it is X's door for
+    the layers above, not a second way to reach a third package."""
+    wrong = [
+        f"{path.relative_to(SRC)}:{line} imports {module}"
+        for path in _api_modules()
+        for line, module in _all_imports(path)
+        if not module.startswith(f"tapelog.{path.parent.name}._")
+    ]
+    assert _api_modules()  # the walk finds what it checks
+    assert wrong == []
+
+
+def test_every_internal_name_is_used_by_another_package() -> None:
+    """An ``_api`` name nobody outside its package imports is dead surface:
+    it goes (tests reach internals through the module that defines them)."""
+    imported: dict[str, set[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.endswith(f".{INTERNAL_API}")
+                and _package_of(path) != node.module.split(".")[1]
+            ):
+                imported.setdefault(node.module, set()).update(a.name for a in node.names)
+    unused: list[str] = []
+    for path in _api_modules():
+        module = f"tapelog.{path.parent.name}.{INTERNAL_API}"
+        exported = set(importlib.import_module(module).__all__)
+        unused += [f"{module}.{name}" for name in sorted(exported - imported.get(module, set()))]
+    assert unused == []
 
 
 @pytest.mark.parametrize("module", ["tapelog", "tapelog.agent", "tapelog.llm", "tapelog.audit"])

@@ -24,7 +24,8 @@ import httpx
 from tapelog.agent import Agent, CompactionPolicy, RetryPolicy, TrimPolicy, tool
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import Event, LlmCallConfig, Session, decode
+from tapelog.log import decode
+from tapelog.log._api import Event, LlmCallConfig, Session
 from tapelog.store import JsonlStore
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))

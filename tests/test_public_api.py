@@ -7,7 +7,9 @@ import __future__
 import importlib
 import inspect
 import pkgutil
+import re
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,9 +82,9 @@ REQUIRED = [
 @pytest.mark.parametrize("name", REQUIRED)
 def test_the_promised_names_are_exported_from_tapelog(name: str) -> None:
     assert name in tapelog.__all__
-    from tapelog import log
+    from tapelog.log import _api
 
-    assert getattr(tapelog, name) is getattr(log, name)
+    assert getattr(tapelog, name) is getattr(_api, name)
 
 
 @pytest.mark.parametrize("name", ["LlmCallConfig", "EpochHeader", "SessionInfo"])
@@ -91,3 +93,44 @@ def test_the_core_dataclasses_are_keyword_only(name: str) -> None:
     params = inspect.signature(cls).parameters.values()
     assert params
     assert all(p.kind is p.KEYWORD_ONLY for p in params)
+
+
+API_DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+
+
+def _documented_names() -> dict[str, list[str]]:
+    """The reference section of docs/api.md: under each ``### `package```
+    heading, one ``- `name`: what it is`` line per public name."""
+    _, _, reference = API_DOC.read_text(encoding="utf-8").partition("\n## Reference\n")
+    documented: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in reference.splitlines():
+        heading = re.fullmatch(r"### `(tapelog(?:\.\w+)?)`", line)
+        if heading:
+            current = documented.setdefault(heading.group(1), [])
+        elif line.startswith("## "):
+            break
+        elif current is not None and line.startswith("- `"):
+            name = re.match(r"- `(\w+)`: \S", line)
+            assert name, f"docs/api.md: a reference line without a description: {line!r}"
+            current.append(name.group(1))
+    return documented
+
+
+def test_the_reference_lists_exactly_the_public_names() -> None:
+    """docs/api.md's reference names every public name once and nothing else,
+    so a name that becomes public (or internal) changes the page too."""
+    documented = _documented_names()
+    exported = {name: list(importlib.import_module(name).__all__) for name in PACKAGES}
+    assert sorted(documented) == sorted(exported)
+    for package, names in exported.items():
+        assert sorted(documented[package]) == sorted(names), package
+        assert len(set(documented[package])) == len(documented[package]), package
+
+
+def test_the_user_packages_stay_small() -> None:
+    """The curated surface: about eighty names through the five packages users
+    import (the root, agent, llm, store, audit), counting each name once."""
+    user = ["tapelog", "tapelog.agent", "tapelog.llm", "tapelog.store", "tapelog.audit"]
+    names = {n for package in user for n in importlib.import_module(package).__all__}
+    assert len(names) <= 100

@@ -26,17 +26,12 @@ import pytest
 
 from tapelog import ProviderError, StoreError
 from tapelog.agent import Agent
-from tapelog.llm import AbortHandle, AnthropicClient, LlmRequest, OpenAIClient, OpenAIWire
-from tapelog.log import (
-    EpochHeader,
-    LlmCallConfig,
-    Session,
-    decode,
-    forget_secrets,
-    freeze,
-    redact,
-    register_secret,
-)
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AbortHandle, OpenAIWire
+from tapelog.llm._clients import AnthropicClient, OpenAIClient
+from tapelog.log import decode, redact, register_secret
+from tapelog.log._api import EpochHeader, LlmCallConfig, Session, freeze
+from tapelog.log._redact import forget_secrets
 from tapelog.store import PostgresStore
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))

@@ -22,8 +22,9 @@ from tapelog.audit import cache_report, render_report
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import LlmCallConfig, Session
-from tapelog.store import JsonlStore, LogStats
+from tapelog.log._api import LlmCallConfig, Session
+from tapelog.store import JsonlStore
+from tapelog.store._verify import LogStats
 
 # long enough for a few 64-token cache units of the deepseek rule the emulator uses
 SYSTEM = "\n".join(f"Rule {i}: answer carefully and cite the tool output." for i in range(40))

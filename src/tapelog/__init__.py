@@ -38,10 +38,8 @@ from tapelog._version import __version__
 from tapelog.agent import Agent, Hooks, tool
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.llm import make_client, register_provider
-from tapelog.log import (
-    EVENT_TYPES,
+from tapelog.log._api import (
     SESSION_FORMAT_VERSION,
-    SURFACE_TYPES,
     EpochHeader,
     Event,
     FrozenDict,
@@ -61,9 +59,7 @@ from tapelog.log import (
 from tapelog.store import JsonlStore
 
 __all__ = [
-    "EVENT_TYPES",
     "SESSION_FORMAT_VERSION",
-    "SURFACE_TYPES",
     "Agent",
     "ClientMismatchError",
     "ContextOverflowError",

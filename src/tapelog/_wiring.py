@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import httpx
 
-from tapelog.llm import register_in_process_transport
+from tapelog.llm._api import register_in_process_transport
 
 __all__ = ["register_in_process_providers"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tapelog.agent import ToolOutcome, Toolset
-from tapelog.log import encode_str
+from tapelog.log._api import encode_str
 
 __all__ = ["refused", "run_tool", "use_fake_home"]
 

@@ -17,7 +17,8 @@ from tapelog.agent import Agent, Hooks, RetryPolicy, Tool, tool
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import LlmCallConfig, Session, decode
+from tapelog.log import decode
+from tapelog.log._api import LlmCallConfig, Session
 
 SECRET = "sk-test-SECRET-do-not-log-4242"
 

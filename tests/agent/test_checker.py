@@ -11,10 +11,12 @@ import pytest
 from _unruly import unruly
 from tapelog import LogError, ReconstructionError, Session
 from tapelog.agent import CompactionPolicy
-from tapelog.audit import check_enabled, check_request, rebuild_request_at, rebuild_requests
+from tapelog.audit import check_request, rebuild_request_at, rebuild_requests
+from tapelog.checker._api import check_enabled
 from tapelog.emulator import Emulator
-from tapelog.llm import LlmRequest, OpenAIWire
-from tapelog.log import freeze
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import OpenAIWire
+from tapelog.log._api import freeze
 
 from ._harness import add, agent_on
 

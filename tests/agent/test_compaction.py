@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tapelog.agent import CompactionPolicy, TrimPolicy, choose_region, tool
+from tapelog.agent import CompactionPolicy, TrimPolicy, tool
+from tapelog.agent._compaction import choose_region
 from tapelog.emulator import Emulator
-from tapelog.log import Session, decode
+from tapelog.log import decode
+from tapelog.log._api import Session
 
 from ._harness import agent_on, assert_bytes_rebuild
 

@@ -15,7 +15,8 @@ import pytest
 from tapelog.agent import Agent, tool
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import LlmCallConfig, Session, decode
+from tapelog.log import decode
+from tapelog.log._api import LlmCallConfig, Session
 
 
 @tool

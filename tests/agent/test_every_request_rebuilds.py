@@ -20,9 +20,11 @@ from tapelog import ClientMismatchError, LlmCallConfig, Session
 from tapelog.agent import Agent, CompactionPolicy, Hooks, tool
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
-from tapelog.llm import OpenAIWire, encode_request
-from tapelog.log import Event, decode
-from tapelog.request import rebuild_requests
+from tapelog.llm import encode_request
+from tapelog.llm._api import OpenAIWire
+from tapelog.log import decode
+from tapelog.log._api import Event
+from tapelog.request._api import rebuild_requests
 from tapelog.store import JsonlStore
 
 from ._harness import SECRET, add, agent_on, shout
@@ -386,16 +388,16 @@ async def test_an_inject_while_a_failed_step_closes_lands_after_the_synthetic_re
     """A tool thread's ``inject()`` at the instant the step is being closed (its
     unanswered calls about to get their synthetic results) waits for them: a
     context message between a call and its result would make every later request a 400."""
-    import tapelog.agent._loop as loop_module
+    import tapelog.agent._step_end as step_end
 
     holder: dict[str, Agent] = {}
-    real_close_step = loop_module.close_step
+    real_close_step = step_end.close_step
 
     def close_step_with_a_racing_inject(session: Session, **kwargs: Any) -> Event | None:
         holder["agent"].inject("a tool thread's late note")  # what a pool thread may do now
         return real_close_step(session, **kwargs)
 
-    monkeypatch.setattr(loop_module, "close_step", close_step_with_a_racing_inject)
+    monkeypatch.setattr(step_end, "close_step", close_step_with_a_racing_inject)
 
     def failing_hook(info: Any, outcome: Any) -> None:
         raise RuntimeError("post-execute hook failed")
@@ -417,7 +419,7 @@ async def test_an_inject_while_a_failed_step_closes_lands_after_the_synthetic_re
         holder["agent"] = agent
         with pytest.raises(RuntimeError, match="post-execute hook failed"):
             await agent.run("add twice")
-        monkeypatch.setattr(loop_module, "close_step", real_close_step)
+        monkeypatch.setattr(step_end, "close_step", real_close_step)
         agent.hooks = Hooks()
         follow = await agent.run("go on")
     assert follow.ok, follow.reason

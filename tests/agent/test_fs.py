@@ -7,7 +7,8 @@ import pytest
 
 from tapelog import ToolError
 from tapelog.agent import ToolOutcome, Toolset, fs_tools
-from tapelog.log import encode, encode_str
+from tapelog.log import encode
+from tapelog.log._api import encode_str
 
 from ._fs_helpers import refused as _refused
 from ._fs_helpers import run_tool as _run

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from tapelog import ToolError
 from tapelog.agent import ToolOutcome, Toolset, fs_tools
 from tapelog.cli import cli
-from tapelog.log import encode_str
+from tapelog.log._api import encode_str
 
 from ._fs_helpers import refused as _refused
 from ._fs_helpers import run_tool as _run
@@ -430,7 +430,7 @@ _STUCK_TOOL = textwrap.dedent(
     from tapelog.agent import Agent, tool
     from tapelog.emulator import Emulator
     from tapelog.llm import make_client
-    from tapelog.log import LlmCallConfig, Session
+    from tapelog import LlmCallConfig, Session
 
     @tool
     def stuck() -> str:

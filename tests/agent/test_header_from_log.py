@@ -15,7 +15,8 @@ import pytest
 
 from tapelog.agent import Tool, tool
 from tapelog.emulator import Emulator
-from tapelog.log import REDACTED, decode, register_secret
+from tapelog.log import decode, register_secret
+from tapelog.log._redact import REDACTED
 
 from ._harness import SECRET, WIRES, agent_on, assert_bytes_rebuild
 

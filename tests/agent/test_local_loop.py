@@ -12,9 +12,11 @@ from collections.abc import AsyncIterator
 
 from tapelog.agent import Agent
 from tapelog.audit import encode_request, rebuild_requests
-from tapelog.llm import AbortHandle, LlmRequest, WireFormat, make_client
+from tapelog.llm import LlmRequest, make_client
+from tapelog.llm._api import AbortHandle, WireFormat
 from tapelog.llm._local import LocalClient
-from tapelog.log import FrozenDict, LlmCallConfig, Session, decode
+from tapelog.log import decode
+from tapelog.log._api import FrozenDict, LlmCallConfig, Session
 
 CONFIG = LlmCallConfig(provider="local", model="smollm2-135m", max_tokens=24, temperature=0.0)
 

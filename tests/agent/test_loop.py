@@ -15,8 +15,10 @@ import pytest
 from tapelog import FrozenError, LlmCallConfig, Session
 from tapelog.agent import Agent, Hooks, RetryPolicy, tool
 from tapelog.emulator import Emulator
-from tapelog.llm import AbortHandle, LlmRequest, make_client
-from tapelog.log import FrozenDict, decode
+from tapelog.llm import LlmRequest, make_client
+from tapelog.llm._api import AbortHandle
+from tapelog.log import decode
+from tapelog.log._api import FrozenDict
 from tapelog.store import JsonlStore
 
 from ._harness import LONG_SYSTEM, SECRET, add, agent_on, assert_bytes_rebuild, shout, types_of

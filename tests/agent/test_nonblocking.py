@@ -26,8 +26,9 @@ from tapelog import Session, StoreError
 from tapelog.audit import rebuild_requests
 from tapelog.emulator import Emulator
 from tapelog.log import decode
-from tapelog.store import JsonlStore, SessionWriter, verify_jsonl
+from tapelog.store import JsonlStore, SessionWriter
 from tapelog.store import _jsonl as jsonl_module
+from tapelog.store._api import verify_jsonl
 
 from ._harness import add, agent_on, assert_bytes_rebuild
 

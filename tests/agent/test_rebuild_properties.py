@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from tapelog.agent import Agent, CompactionPolicy, Hooks, RetryPolicy, tool
 from tapelog.emulator import Emulator
 from tapelog.llm import encode_request, make_client
-from tapelog.log import Event, LlmCallConfig, Session
-from tapelog.request import rebuild_requests
+from tapelog.log._api import Event, LlmCallConfig, Session
+from tapelog.request._api import rebuild_requests
 from tapelog.store import JsonlStore
 
 from ._harness import SECRET, add, shout

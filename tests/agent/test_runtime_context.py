@@ -29,7 +29,9 @@ from tapelog.agent._runtime_context import HEADING, MAX_VALUE
 from tapelog.audit import cache_report
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
-from tapelog.log import Event, FrozenList, Session, decode, encode, forget_secrets, register_secret
+from tapelog.log import decode, encode, register_secret
+from tapelog.log._api import Event, FrozenList, Session
+from tapelog.log._redact import forget_secrets
 from tapelog.store import JsonlStore
 
 from ._harness import LONG_SYSTEM, agent_on, assert_bytes_rebuild, types_of

@@ -40,7 +40,7 @@ from tapelog.agent import (
 from tapelog.agent._stream import _Feed
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import Event, LlmCallConfig
+from tapelog.log._api import Event, LlmCallConfig
 
 from ._harness import add, agent_on, assert_bytes_rebuild
 

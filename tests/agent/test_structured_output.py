@@ -24,8 +24,9 @@ from tapelog.agent._output_schema import output_schema, strict_default, unfenced
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
 from tapelog.llm import encode_request
-from tapelog.log import EpochHeader, LlmCallConfig, apply_header_delta, decode, diff_header
-from tapelog.request import rebuild_requests
+from tapelog.log import decode
+from tapelog.log._api import EpochHeader, LlmCallConfig, apply_header_delta, diff_header
+from tapelog.request._api import rebuild_requests
 from tapelog.store import JsonlStore
 
 from ._harness import add, agent_on, assert_bytes_rebuild
@@ -394,7 +395,7 @@ _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 def test_unfenced_gives_back_the_json_inside_one_code_fence(
     value: Any, fence: str, pad: str
 ) -> None:
-    from tapelog.log import encode_str
+    from tapelog.log._api import encode_str
 
     text = encode_str(value)
     assert unfenced(pad + text + pad) == text

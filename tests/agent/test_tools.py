@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from tapelog import FrozenError, ToolError
 from tapelog.agent import Tool, ToolOutcome, Toolset, tool
-from tapelog.log import encode_str
+from tapelog.log._api import encode_str
 
 
 class Color(enum.Enum):

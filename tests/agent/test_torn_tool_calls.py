@@ -26,9 +26,11 @@ from pathlib import Path
 from tapelog import UndigestedEventsError
 from tapelog.emulator import Emulator
 from tapelog.llm import encode_request
-from tapelog.log import Session, decode
-from tapelog.request import rebuild_requests
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.log import decode
+from tapelog.log._api import Session
+from tapelog.request._api import rebuild_requests
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 from ._harness import add, agent_on, shout
 

@@ -22,11 +22,15 @@ from tapelog import OutputError
 from tapelog.agent import OutputSpec
 from tapelog.agent._output import OUTPUT_TOOL, OutputRun, shape_request
 from tapelog.agent._tools import Toolset
-from tapelog.cache import OUTPUT_MODES, WIRE_PROFILES, WireProfile
+from tapelog.cache import WireProfile
 from tapelog.cache import _profiles as profiles_module
-from tapelog.emulator import ROUTES, Emulator
-from tapelog.llm import complete_config, wire_profile
-from tapelog.log import EpochHeader, LlmCallConfig
+from tapelog.cache._api import OUTPUT_MODES
+from tapelog.cache._profiles import WIRE_PROFILES
+from tapelog.emulator import Emulator
+from tapelog.emulator._app import ROUTES
+from tapelog.llm import wire_profile
+from tapelog.llm._api import complete_config
+from tapelog.log._api import EpochHeader, LlmCallConfig
 
 from ._harness import agent_on
 
@@ -323,7 +327,7 @@ OPENAI_DIALECTS = ["openai", "deepseek", "compatible"]
 
 @pytest.mark.parametrize("dialect", OPENAI_DIALECTS)
 def test_the_wire_and_the_proxy_send_reasoning_back_as_the_profile_says(dialect: str) -> None:
-    from tapelog.llm import OpenAIWire
+    from tapelog.llm._api import OpenAIWire
     from tapelog.proxy import Upstream
     from tapelog.proxy._translate import Translator
 
@@ -341,7 +345,7 @@ async def test_a_changed_send_back_default_moves_the_wire_and_the_proxy(
 ) -> None:
     from dataclasses import replace
 
-    from tapelog.llm import OpenAIWire
+    from tapelog.llm._api import OpenAIWire
     from tapelog.proxy import Upstream
     from tapelog.proxy._translate import Translator
 
@@ -369,7 +373,7 @@ def test_output_spec_modes_are_auto_and_the_profiles_modes() -> None:
 )
 def test_a_configs_wire_sends_reasoning_back_as_its_profile_says(name: str) -> None:
     """Also for the emulator provider, whose wire is the compatible dialect's."""
-    from tapelog.llm import OpenAIWire, wire_for
+    from tapelog.llm._api import OpenAIWire, wire_for
 
     config = _config(name)
     wire = wire_for(config)

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tapelog.log import EpochHeader, HeaderRecorder, LlmCallConfig, Session, encode, thaw
+from tapelog.log import encode
+from tapelog.log._api import EpochHeader, HeaderRecorder, LlmCallConfig, Session, thaw
 
 START_MS = 1_714_550_400_000  # 2024-05-01T08:00:00Z
 

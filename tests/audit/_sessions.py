@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tapelog.log import Event, Session
+from tapelog.log._api import Event, Session
 
 
 def add_call(a: int, b: int) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from agent._harness import add, agent_on, shout
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
-from tapelog.log import Session, decode
+from tapelog.log import decode
+from tapelog.log._api import Session
 from tapelog.store import JsonlStore
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from agent._harness import LONG_SYSTEM, agent_on
 from tapelog.audit import cache_report, render_report
-from tapelog.cache import provider_cache
+from tapelog.cache._api import provider_cache
 from tapelog.emulator import Emulator
-from tapelog.log import Session, decode
+from tapelog.log import decode
+from tapelog.log._api import Session
 
 TAPELOG = str(Path(sys.executable).with_name("tapelog"))
 

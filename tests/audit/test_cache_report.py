@@ -10,8 +10,10 @@ import pytest
 from agent._harness import LONG_SYSTEM, add, agent_on, shout
 from tapelog.audit import CacheReport, cache_report, encode_request, rebuild_requests
 from tapelog.audit._segments import SegmentRenderer
-from tapelog.emulator import Emulator, anthropic_sources, chain_segments, openai_sources
-from tapelog.log import Session, decode
+from tapelog.cache._api import anthropic_sources, chain_segments, openai_sources
+from tapelog.emulator import Emulator
+from tapelog.log import decode
+from tapelog.log._api import Session
 from tapelog.request import walk_requests
 
 from ._sessions import LogBuilder, add_call

@@ -24,10 +24,11 @@ from click.testing import CliRunner
 from agent._harness import LONG_SYSTEM, add, agent_on, assert_bytes_rebuild, shout
 from tapelog.agent import tool
 from tapelog.audit import CacheReport, cache_report, request_diff
-from tapelog.cache import provider_cache
+from tapelog.cache._api import provider_cache
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
-from tapelog.log import Session, decode, encode
+from tapelog.log import decode, encode
+from tapelog.log._api import Session
 from tapelog.store import JsonlStore
 
 from ._client_log import (

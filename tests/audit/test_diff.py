@@ -9,7 +9,7 @@ from tapelog import LlmCallConfig, LogError
 from tapelog.agent import Hooks
 from tapelog.audit import request_diff
 from tapelog.emulator import Emulator
-from tapelog.log import Session
+from tapelog.log._api import Session
 
 from ._sessions import LogBuilder
 

@@ -11,7 +11,6 @@ from typing import Any
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tapelog.audit import history_changes
 from tapelog.audit._edits import (
     EXCERPT_CHARS,
     TIMESTAMP,
@@ -21,6 +20,7 @@ from tapelog.audit._edits import (
     same_json_value,
     text_change,
 )
+from tapelog.audit._history_edits import history_changes
 
 valid_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)
 json_values = st.recursive(

@@ -27,7 +27,8 @@ from tapelog.audit import encode_request, rebuild_requests, render_report
 from tapelog.audit._report_html import _script_json
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
-from tapelog.log import EpochHeader, LlmCallConfig, Session, decode
+from tapelog.log import decode
+from tapelog.log._api import EpochHeader, LlmCallConfig, Session
 from tapelog.store import JsonlStore
 
 SYSTEM = "\n".join(f"Rule {i}: answer carefully and cite the tool output." for i in range(30))

@@ -7,16 +7,8 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.emulator import (
-    CacheOutcome,
-    PrefixStore,
-    Segment,
-    SegmentSource,
-    anthropic_rule,
-    chain_segments,
-    deepseek_rule,
-    openai_rule,
-)
+from tapelog.cache._api import CacheOutcome, PrefixStore, Segment, SegmentSource, chain_segments
+from tapelog.cache._rules import anthropic_rule, deepseek_rule, openai_rule
 
 # A tiny identity alphabet makes equal segments (shared prefixes) common.
 sources = st.builds(

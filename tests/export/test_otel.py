@@ -30,7 +30,9 @@ from tapelog.agent import tool
 from tapelog.audit import cache_report
 from tapelog.emulator import Emulator
 from tapelog.export import otel_spans, send_otlp
-from tapelog.log import Event, Session, decode, forget_secrets, register_secret
+from tapelog.log import decode, register_secret
+from tapelog.log._api import Event, Session
+from tapelog.log._redact import forget_secrets
 from tapelog.store import JsonlStore, PostgresStore, SessionWriter
 
 from ._receiver import Receiver, otlp_receiver

@@ -7,7 +7,7 @@ from agent._harness import agent_on
 from tapelog.agent import CompactionPolicy
 from tapelog.emulator import Emulator
 from tapelog.export import OtelSpan, otel_spans
-from tapelog.log import Session
+from tapelog.log._api import Session
 
 SYSTEM = "\n".join(f"Rule {i}: be exact and brief." for i in range(120))
 SUMMARY = "Summary: the user asked three questions; the answers were 1, 2 and 3."

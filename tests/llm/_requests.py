@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tapelog.llm import LlmRequest
-from tapelog.log import EpochHeader, LlmCallConfig
+from tapelog.log._api import EpochHeader, LlmCallConfig
 
 READ_TOOL = {
     "name": "read",

@@ -15,7 +15,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.llm import AnthropicWire, BodyCache, LlmRequest
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AnthropicWire, BodyCache
 from tapelog.log import encode
 
 from ._requests import call, make_request, text, tool_result

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tapelog import EventError, HeaderError
-from tapelog.llm import AnthropicWire
+from tapelog.llm._api import AnthropicWire
 from tapelog.log import decode, encode
 
 from ._requests import TOOL_LOOP, call, make_request, text, tool_result

@@ -14,7 +14,7 @@ import pytest
 from tapelog.agent import Agent
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import LlmCallConfig, Session
+from tapelog.log._api import LlmCallConfig, Session
 
 SECRET = "sk-hygiene-SECRET-7731"
 

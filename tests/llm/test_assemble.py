@@ -7,7 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.llm import assemble_message, normalise_usage
+from tapelog.llm._api import assemble_message
+from tapelog.llm._types import normalise_usage
 
 
 def _split(value: str, cuts: list[int]) -> list[str]:

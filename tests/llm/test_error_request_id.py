@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from tapelog.llm._http import REQUEST_ID_CHARS, error_from_response
-from tapelog.log import forget_secrets, register_secret
+from tapelog.log import register_secret
+from tapelog.log._redact import forget_secrets
 
 KEY = "sk-reqid-Key-9f8e7d6c5b4a"
 

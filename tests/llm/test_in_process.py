@@ -17,16 +17,11 @@ import pytest
 
 from tapelog.agent import Agent
 from tapelog.emulator import Emulator
-from tapelog.llm import (
-    OpenAIClient,
-    in_process_transport,
-    make_client,
-    register_in_process_transport,
-    register_provider,
-    unregister_in_process_transport,
-    unregister_provider,
-)
-from tapelog.log import LlmCallConfig, Session
+from tapelog.llm import make_client, register_provider, unregister_provider
+from tapelog.llm._api import register_in_process_transport
+from tapelog.llm._clients import OpenAIClient
+from tapelog.llm._in_process import in_process_transport, unregister_in_process_transport
+from tapelog.log._api import LlmCallConfig, Session
 
 NAME = "inproc-test"
 CONFIG = LlmCallConfig(provider=NAME, model="m")
@@ -101,7 +96,7 @@ def test_the_emulator_loads_only_when_a_client_needs_it() -> None:
         "import sys\n"
         "from tapelog.agent import Agent\n"
         "from tapelog.llm import make_client\n"
-        "from tapelog.log import LlmCallConfig, Session\n"
+        "from tapelog import LlmCallConfig, Session\n"
         "assert 'tapelog.emulator' not in sys.modules\n"
         "config = LlmCallConfig(provider='emulator', model='emulator-1')\n"
         "agent = Agent(Session(), make_client(config), config=config)\n"

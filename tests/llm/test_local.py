@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from tapelog._errors import ContextOverflowError, ProviderError
-from tapelog.llm import AbortHandle, LlmRequest, make_client, usage_prompt_tokens, wire_for
+from tapelog.llm import LlmRequest, make_client
+from tapelog.llm._api import AbortHandle, usage_prompt_tokens, wire_for
 from tapelog.llm._local import LocalClient, _StopScanner
-from tapelog.log import EpochHeader, FrozenDict, LlmCallConfig
+from tapelog.log._api import EpochHeader, FrozenDict, LlmCallConfig
 
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."
 

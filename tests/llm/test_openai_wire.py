@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tapelog import EventError, HeaderError
-from tapelog.llm import OpenAIWire
+from tapelog.llm._api import OpenAIWire
 from tapelog.log import decode, encode
 
 from ._requests import TOOL_LOOP, call, make_request, text, tool_result

@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tapelog.llm import AnthropicWire, BodyCache, LlmRequest, OpenAIWire
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire
 from tapelog.llm._pieces import exact_size
 from tapelog.log import encode
 

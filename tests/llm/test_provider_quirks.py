@@ -12,14 +12,8 @@ from typing import Any
 
 import httpx
 
-from tapelog.llm import (
-    AbortHandle,
-    AnthropicClient,
-    AnthropicWire,
-    OpenAIClient,
-    OpenAIWire,
-    assemble_message,
-)
+from tapelog.llm._api import AbortHandle, AnthropicWire, OpenAIWire, assemble_message
+from tapelog.llm._clients import AnthropicClient, OpenAIClient
 from tapelog.log import encode
 
 from ._requests import TOOL_LOOP, call, make_request, tool_result

@@ -6,17 +6,10 @@ import httpx
 import pytest
 
 from tapelog import HeaderError, ProviderError
-from tapelog.llm import (
-    PROVIDERS,
-    AnthropicClient,
-    AnthropicWire,
-    OpenAIClient,
-    OpenAIWire,
-    make_client,
-    wire_for,
-    wire_named,
-)
-from tapelog.log import LlmCallConfig
+from tapelog.llm import PROVIDERS, make_client
+from tapelog.llm._api import AnthropicWire, OpenAIWire, wire_for, wire_named
+from tapelog.llm._clients import AnthropicClient, OpenAIClient
+from tapelog.log._api import LlmCallConfig
 
 
 def _config(provider: str) -> LlmCallConfig:

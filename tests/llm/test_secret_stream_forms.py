@@ -18,9 +18,12 @@ import orjson
 import pytest
 
 from tapelog.agent import Agent
-from tapelog.llm import OpenAIClient, OpenAIWire, encode_request
-from tapelog.log import LlmCallConfig, Session, forget_secrets
-from tapelog.request import rebuild_requests
+from tapelog.llm import encode_request
+from tapelog.llm._api import OpenAIWire
+from tapelog.llm._clients import OpenAIClient
+from tapelog.log._api import LlmCallConfig, Session
+from tapelog.log._redact import forget_secrets
+from tapelog.request._api import rebuild_requests
 
 KEY = "sk-run-forms-Key-4c1d9e8f7a6b"
 SSE = {"content-type": "text/event-stream"}

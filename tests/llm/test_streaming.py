@@ -17,15 +17,9 @@ import httpx
 import pytest
 
 from tapelog import ContextOverflowError, ProviderError
-from tapelog.llm import (
-    AbortHandle,
-    AnthropicClient,
-    AnthropicWire,
-    OpenAIClient,
-    OpenAIWire,
-    assemble_message,
-    normalise_usage,
-)
+from tapelog.llm._api import AbortHandle, AnthropicWire, OpenAIWire, assemble_message
+from tapelog.llm._clients import AnthropicClient, OpenAIClient
+from tapelog.llm._types import normalise_usage
 
 from ._requests import TOOL_LOOP, make_request
 

@@ -8,8 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.llm import AnthropicWire, BodyCache, OpenAIWire
-from tapelog.log import encode, encode_str, freeze, thaw
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire
+from tapelog.log import encode
+from tapelog.log._api import encode_str, freeze, thaw
 
 from ._requests import make_request, text
 

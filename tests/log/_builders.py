@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tapelog.log import Session
+from tapelog.log._api import Session
 
 
 def text(t: str) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tapelog.log import EpochHeader, LlmCallConfig
+from tapelog.log._api import EpochHeader, LlmCallConfig
 
 # Any Unicode text that is valid UTF-8 (lone surrogates are refused by design).
 text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from tapelog import EventError, HeaderError, JsonValueError, SurfaceError, TapelogError
-from tapelog.log import EVENT_TYPES, SURFACE_TYPES, Session, encode
+from tapelog.log import encode
+from tapelog.log._api import Session
+from tapelog.log._events import EVENT_TYPES, SURFACE_TYPES
 
 from ._builders import HEADER, VALID, sample_session, text, tool_result, user
 

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from tapelog import JsonValueError
-from tapelog.log import FrozenDict, FrozenList, decode, digest, encode, encode_str, freeze, thaw
+from tapelog.log import decode, encode
+from tapelog.log._api import FrozenDict, FrozenList, encode_str, freeze, thaw
+from tapelog.log._canonical import digest
 
 
 class Color(enum.StrEnum):

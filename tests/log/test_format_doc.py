@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tapelog.log import Session, decode, fold_request_header
+from tapelog.log import decode
+from tapelog.log._api import Session, fold_request_header
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "format.md"
 

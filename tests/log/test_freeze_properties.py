@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 
 from tapelog import FrozenError
-from tapelog.log import FrozenDict, FrozenList, decode, encode, freeze, thaw
+from tapelog.log import decode, encode
+from tapelog.log._api import FrozenDict, FrozenList, freeze, thaw
 
 from ._strategies import json_values
 

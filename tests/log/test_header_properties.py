@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tapelog.log import (
+from tapelog.log import encode
+from tapelog.log._api import (
     EpochHeader,
     HeaderRecorder,
     LlmCallConfig,
@@ -14,7 +15,6 @@ from tapelog.log import (
     apply_header_delta,
     canonical_header,
     diff_header,
-    encode,
     fold_request_header,
 )
 

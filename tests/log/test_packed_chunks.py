@@ -16,17 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tapelog import CorruptLogError
-from tapelog.log import (
-    Event,
-    PackedChunk,
-    PackedEvent,
-    Session,
-    chunk_kind,
-    decode,
-    encode,
-    event_from_json,
-)
-from tapelog.store import JsonlStore, header_line, verify_jsonl
+from tapelog.log import decode, encode
+from tapelog.log._api import Event, Session, chunk_kind, event_from_json
+from tapelog.log._events import PackedChunk, PackedEvent
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
+from tapelog.store._format import header_line
 
 CHUNK = {"turn": 1, "step": 1, "chunk": {"kind": "text", "text": "héllo, world"}}
 
@@ -92,7 +87,7 @@ def test_replayed_and_loaded_chunks_are_packed(tmp_path: Path) -> None:
 
 
 def _write(tmp_path: Path, lines: list[bytes]) -> Path:
-    from tapelog.log import SessionInfo
+    from tapelog.log._api import SessionInfo
 
     path = tmp_path / "s1.jsonl"
     path.write_bytes(

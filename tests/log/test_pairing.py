@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tapelog.emulator._turns import check_openai_turns
-from tapelog.log import Session, ToolLedger, unanswered_tool_calls
+from tapelog.log._api import Session, ToolLedger, unanswered_tool_calls
 
 
 def user(text: str = "hi") -> dict[str, Any]:

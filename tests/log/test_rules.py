@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from _unruly import unruly
 from tapelog import CorruptLogError, EventError, LogError, Session
-from tapelog.log import repair_interrupted
-from tapelog.store import JsonlStore, header_line, verify_jsonl
+from tapelog.log._api import repair_interrupted
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
+from tapelog.store._format import header_line
 
 Step = tuple[str, dict[str, Any], Any]
 SOURCE = {"provider": "openai", "model": "m"}

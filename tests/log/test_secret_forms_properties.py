@@ -21,8 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.llm import SecretGuard
-from tapelog.log import can_be_secret, forget_secrets, freeze, secret_scope
+from tapelog.llm._api import SecretGuard
+from tapelog.log import secret_scope
+from tapelog.log._api import freeze
+from tapelog.log._redact import can_be_secret, forget_secrets
 from tapelog.log._secret_forms import decode_prefix, unescape_loosely
 
 

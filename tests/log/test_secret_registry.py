@@ -15,20 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from tapelog.log import (
+from tapelog.log import redact, register_secret, secret_scope
+from tapelog.log._api import (
     Session,
-    can_be_secret,
-    forget_secrets,
     freeze,
     freeze_faithful,
     has_secrets,
     looks_like_secret,
     names_a_secret,
-    redact,
-    register_secret,
-    secret_scope,
 )
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.log._redact import can_be_secret, forget_secrets
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 from ._builders import HEADER, assistant, ticking_clock, tool_result, user
 

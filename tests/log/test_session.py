@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from tapelog import EventError, ForkError, FrozenError, ReentrantAppendError, SurfaceError
-from tapelog.log import Event, Session, derive_event_message, encode, fold_messages
+from tapelog.log import encode
+from tapelog.log._api import Event, Session, derive_event_message
+from tapelog.log._projection import fold_messages
 
 from ._builders import VALID, assistant, sample_session, ticking_clock, tool_result, user
 

@@ -13,7 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.log import Session, encode, fold_messages
+from tapelog.log import encode
+from tapelog.log._api import Session
+from tapelog.log._projection import fold_messages
 
 from ._strategies import text
 

@@ -19,7 +19,7 @@ import pytest
 
 from agent._harness import SECRET, agent_on, assert_bytes_rebuild
 from tapelog.emulator import Emulator
-from tapelog.log import Event, Session
+from tapelog.log._api import Event, Session
 from tapelog.mcp import McpServers, ServerSpec
 
 from ._servers import TIME, DynamicServer, child_pids, wait_until

@@ -12,8 +12,9 @@ import pytest
 
 from agent._harness import agent_on
 from tapelog.emulator import Emulator
-from tapelog.log import Session, encode_str
-from tapelog.mcp import McpServers, ServerSpec, parse_config
+from tapelog.log._api import Session, encode_str
+from tapelog.mcp import McpServers, ServerSpec
+from tapelog.mcp._config import parse_config
 
 from ._servers import GIT, TIME, DynamicServer
 

@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 
 from tapelog.emulator import Emulator
-from tapelog.log import encode, forget_secrets, redact
+from tapelog.log import encode, redact
+from tapelog.log._redact import forget_secrets
 from tapelog.mcp import ServerSpec
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 from ._servers import ENV_SERVER
 

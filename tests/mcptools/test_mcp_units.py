@@ -13,17 +13,12 @@ import pytest
 
 from tapelog import FrozenError, ToolError
 from tapelog.agent import SchemaTool, Tool, ToolOutcome, Toolset, tool
-from tapelog.log import encode, forget_secrets, redact
-from tapelog.mcp import (
-    McpError,
-    McpServers,
-    ServerSpec,
-    canonical_schema,
-    namespaced,
-    parse_config,
-    parse_server_option,
-    render_result,
-)
+from tapelog.log import encode, redact
+from tapelog.log._redact import forget_secrets
+from tapelog.mcp import McpError, McpServers, ServerSpec
+from tapelog.mcp._api import parse_server_option
+from tapelog.mcp._config import parse_config
+from tapelog.mcp._mapping import canonical_schema, namespaced, render_result
 
 from ._servers import ENV_SERVER, PNG, DynamicServer, wait_until
 

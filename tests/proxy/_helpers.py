@@ -21,10 +21,13 @@ import uvicorn
 
 from tapelog.emulator import Emulator
 from tapelog.llm import encode_request
-from tapelog.log import Session, encode
-from tapelog.proxy import Proxy, RequestSummary, Upstream
-from tapelog.request import rebuild_requests
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.log import encode
+from tapelog.log._api import Session
+from tapelog.proxy import Proxy, Upstream
+from tapelog.proxy._api import RequestSummary
+from tapelog.request._api import rebuild_requests
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 SECRET = "sk-proxy-test-SECRET-do-not-log-7311"
 

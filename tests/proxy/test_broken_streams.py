@@ -23,7 +23,7 @@ import openai
 import pytest
 
 from tapelog.emulator import Emulator
-from tapelog.log import Session
+from tapelog.log._api import Session
 from tapelog.proxy import Upstream
 
 from ._helpers import (

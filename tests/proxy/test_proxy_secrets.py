@@ -21,7 +21,7 @@ import httpx
 import orjson
 import pytest
 
-from tapelog.log import forget_secrets
+from tapelog.log._redact import forget_secrets
 from tapelog.proxy import Proxy, Upstream
 from tapelog.store import JsonlStore
 

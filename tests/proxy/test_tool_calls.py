@@ -20,9 +20,10 @@ import pytest
 from anthropic import Anthropic
 from openai import OpenAI
 
-from tapelog.audit import Timeline
+from tapelog.audit._api import Timeline
 from tapelog.emulator import Emulator
-from tapelog.log import Event, Session, decode
+from tapelog.log import decode
+from tapelog.log._api import Event, Session
 
 from . import test_anthropic_sdk, test_openai_sdk
 from ._helpers import (

@@ -13,8 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tapelog.llm import AnthropicWire, OpenAIWire
-from tapelog.log import EpochHeader, FrozenList, LlmCallConfig, decode, encode, freeze
+from tapelog.llm._api import AnthropicWire, OpenAIWire
+from tapelog.log import decode, encode
+from tapelog.log._api import EpochHeader, FrozenList, LlmCallConfig, freeze
 from tapelog.proxy import Upstream
 from tapelog.proxy._anthropic_in import parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import chain_of, loose_key

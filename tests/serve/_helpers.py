@@ -17,7 +17,8 @@ import uvicorn
 from click.testing import CliRunner
 
 from tapelog.cli import cli
-from tapelog.log import EpochHeader, Event, LlmCallConfig, Session, decode
+from tapelog.log import decode
+from tapelog.log._api import EpochHeader, Event, LlmCallConfig, Session
 
 TIME = 1_764_480_000_000
 

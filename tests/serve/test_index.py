@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from tapelog.audit import cache_report
-from tapelog.serve import JsonlSource, Row, SessionIndex, Summary
+from tapelog.serve._index import Row, SessionIndex
+from tapelog.serve._jsonl_source import JsonlSource
+from tapelog.serve._summary import Summary
 from tapelog.store import JsonlStore
 
 from ._helpers import TIME, HandLog, write_store

@@ -17,7 +17,10 @@ from starlette.testclient import TestClient
 from store.test_cli_postgres import url_of
 from store.test_postgres import drop_schema, pg_conninfo, schema_for
 from tapelog.audit import encode_request, rebuild_requests
-from tapelog.serve import PostgresSource, SessionIndex, Summary, create_app
+from tapelog.serve import create_app
+from tapelog.serve._index import SessionIndex
+from tapelog.serve._pg_source import PostgresSource
+from tapelog.serve._summary import Summary
 from tapelog.store import PostgresStore
 
 from ._helpers import HandLog, demo_sessions, served, tapelog

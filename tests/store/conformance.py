@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tapelog import (
-    EVENT_TYPES,
     EpochHeader,
     FormatVersionError,
     InvalidSessionIdError,
@@ -25,7 +24,9 @@ from tapelog import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import encode, repair_interrupted
+from tapelog.log import encode
+from tapelog.log._api import repair_interrupted
+from tapelog.log._events import EVENT_TYPES
 from tapelog.store import SessionStore
 
 

@@ -22,7 +22,8 @@ from psycopg.conninfo import conninfo_to_dict
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
 from tapelog.log import decode
-from tapelog.store import PostgresStore, verify_jsonl
+from tapelog.store import PostgresStore
+from tapelog.store._api import verify_jsonl
 
 from .test_postgres import drop_schema, pg_conninfo, schema_for
 

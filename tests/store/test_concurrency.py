@@ -28,8 +28,11 @@ from tapelog import LlmCallConfig, LogError, ReentrantAppendError, Session, Stor
 from tapelog.agent import Agent, tool
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.log import Event, encode
-from tapelog.store import JsonlStore, header_line, verify_jsonl
+from tapelog.log import encode
+from tapelog.log._api import Event
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
+from tapelog.store._format import header_line
 
 
 def _turn(session: Session, turn: int, text: str) -> None:

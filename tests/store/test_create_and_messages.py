@@ -26,9 +26,10 @@ from click.testing import CliRunner
 
 from tapelog import Session, SessionExistsError, SessionNotFoundError, StoreError
 from tapelog.cli import cli
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.store import JsonlStore
 from tapelog.store import _jsonl as jsonl_module
 from tapelog.store import _lock as lock_module
+from tapelog.store._api import verify_jsonl
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tapelog.store import JsonlStore, PostgresStore, verify_jsonl
+from tapelog.store import JsonlStore, PostgresStore
+from tapelog.store._api import verify_jsonl
 
 from .test_cli_postgres import url_of
 from .test_postgres import drop_schema, pg_conninfo, schema_for

@@ -15,9 +15,10 @@ from typing import Any
 from _unruly import unruly
 from tapelog import Session
 from tapelog.audit import cache_report
-from tapelog.log import repair_interrupted
+from tapelog.log._api import repair_interrupted
 from tapelog.request import walk_requests
-from tapelog.store import header_line, verify_jsonl
+from tapelog.store._api import verify_jsonl
+from tapelog.store._format import header_line
 
 SOURCE = {"provider": "emulator", "model": "e"}
 HEADER = {"config": {"provider": "emulator", "model": "e"}}

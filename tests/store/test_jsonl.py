@@ -14,7 +14,9 @@ import pytest
 
 from tapelog import CorruptLogError, Session, SessionLockedError, StoreError
 from tapelog.log import encode
-from tapelog.store import JsonlStore, SessionStore, header_line, read_session_file
+from tapelog.store import JsonlStore, SessionStore
+from tapelog.store._api import read_session_file
+from tapelog.store._format import header_line
 
 from .conformance import StoreConformance, full_session, lines_of, one_turn
 

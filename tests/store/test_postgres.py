@@ -31,7 +31,8 @@ from psycopg import sql
 
 from tapelog import CorruptLogError, Session, SessionLockedError, StoreError
 from tapelog.log import decode, encode
-from tapelog.store import PostgresStore, SessionStore, header_line
+from tapelog.store import PostgresStore, SessionStore
+from tapelog.store._format import header_line
 
 from .conformance import StoreConformance, full_session, lines_of, one_turn
 

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from tapelog import Session
-from tapelog.log import repair_interrupted, unanswered_tool_calls
-from tapelog.request import rebuild_requests
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.log._api import repair_interrupted, unanswered_tool_calls
+from tapelog.request._api import rebuild_requests
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 INTERRUPTED = (
     "interrupted: the process stopped before this tool call finished; its outcome is unknown"

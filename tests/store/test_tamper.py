@@ -21,7 +21,8 @@ from click.testing import CliRunner, Result
 from tapelog import CorruptLogError, Session, UndigestedEventsError
 from tapelog.cli import cli
 from tapelog.log import decode, encode
-from tapelog.store import JsonlStore, verify_jsonl
+from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 
 def _invoke(*args: str) -> Result:

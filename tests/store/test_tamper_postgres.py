@@ -20,7 +20,8 @@ from psycopg import sql
 
 from tapelog import CorruptLogError, Session, UndigestedEventsError
 from tapelog.log import decode
-from tapelog.store import JsonlStore, PostgresStore, verify_jsonl
+from tapelog.store import JsonlStore, PostgresStore
+from tapelog.store._api import verify_jsonl
 
 from .test_postgres import drop_schema, pg_conninfo, schema_for
 from .test_undigested import FORGED, forged_line

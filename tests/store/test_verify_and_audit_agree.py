@@ -15,9 +15,11 @@ from click.testing import CliRunner
 
 from tapelog import EventError, LogError
 from tapelog.cli import cli
-from tapelog.log import EpochHeader, LlmCallConfig, Session, encode
-from tapelog.request import reading_seq
-from tapelog.store import JsonlStore, header_line
+from tapelog.log import encode
+from tapelog.log._api import EpochHeader, LlmCallConfig, Session
+from tapelog.request._api import reading_seq
+from tapelog.store import JsonlStore
+from tapelog.store._format import header_line
 
 AUDITS = (
     ("requests", "--json"),
@@ -57,7 +59,7 @@ def _session(*, header: bool = True) -> Session:
 
 def _write(root: Path, lines: list[Any]) -> None:
     root.mkdir(parents=True, exist_ok=True)
-    from tapelog.log import SessionInfo
+    from tapelog.log._api import SessionInfo
 
     body = header_line(SessionInfo(id="s1", created=1)) + b"\n"
     body += b"".join(encode(line) + b"\n" for line in lines)

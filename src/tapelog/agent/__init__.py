@@ -1,7 +1,7 @@
 """The agent side: the loop, its hooks, compaction and trimming, and tools."""
 
-from tapelog.agent._compaction import CompactionPolicy, CompactionResult, choose_region
-from tapelog.agent._fs import fs_tools
+from tapelog.agent._compaction import CompactionPolicy
+from tapelog.agent._fs_tools import fs_tools
 from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo
 from tapelog.agent._loop import Agent
 from tapelog.agent._output import OutputSpec
@@ -19,14 +19,13 @@ from tapelog.agent._stream import (
     TurnEnd,
 )
 from tapelog.agent._tools import Tool, ToolOutcome, Toolset, ToolSource, tool
-from tapelog.agent._trimming import Trimmer, TrimPolicy, excerpt
+from tapelog.agent._trimming import TrimPolicy
 from tapelog.agent._turn import RetryPolicy, TurnResult
 
 __all__ = [
     "Agent",
     "AttemptFailed",
     "CompactionPolicy",
-    "CompactionResult",
     "ContextSource",
     "Hooks",
     "MessageEvent",
@@ -47,11 +46,8 @@ __all__ = [
     "ToolSource",
     "Toolset",
     "TrimPolicy",
-    "Trimmer",
     "TurnEnd",
     "TurnResult",
-    "choose_region",
-    "excerpt",
     "fs_tools",
     "tool",
 ]

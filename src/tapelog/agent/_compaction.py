@@ -24,16 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapelog._errors import ContextOverflowError, ProviderError, ReconstructionError, TapelogError
-from tapelog.checker import RequestChecker
-from tapelog.llm import (
-    AbortHandle,
-    LlmRequest,
-    ProviderClient,
-    assemble_message,
-    client_wire,
-    estimate_tokens,
-)
-from tapelog.log import Event, FrozenDict, Session, derive_event_message, encode
+from tapelog.checker._api import RequestChecker
+from tapelog.llm import LlmRequest, ProviderClient
+from tapelog.llm._api import AbortHandle, assemble_message, client_wire, estimate_tokens
+from tapelog.log import encode
+from tapelog.log._api import Event, FrozenDict, Session, derive_event_message
 from tapelog.request import summary_request
 
 __all__ = ["CompactionPolicy", "CompactionResult", "choose_region", "compact"]

@@ -32,31 +32,29 @@ import errno
 import os
 import stat
 from collections import deque
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, Literal
 
 from tapelog._errors import ToolError
-from tapelog.agent._fs_git import creating, read_only_reason, refuse_git_dir
+from tapelog.agent._fs_git import creating, refuse_git_dir
 from tapelog.agent._fs_rules import (
-    DEFAULT_PROTECTED_NAMES,
     Id,
     Rules,
-    data_paths,
     display_name,
-    home_paths,
     is_dir_entry,
     norm,
     not_regular,
     os_error,
-    positive,
     protected_error,
-    real_path,
     show,
 )
-from tapelog.agent._tools import Toolset, tool
 
-__all__ = ["fs_tools"]
+__all__ = [
+    "DEFAULT_MAX_LIST_ENTRIES",
+    "DEFAULT_MAX_READ_BYTES",
+    "DEFAULT_MAX_WRITE_BYTES",
+    "Workspace",
+]
 
 DEFAULT_MAX_READ_BYTES: Final = 256 * 1024
 """read_file refuses larger files: one file should not fill the context window."""
@@ -83,7 +81,7 @@ _MAX_STEPS: Final = 4096
 """Components one path may walk, symlink expansions and retries included."""
 
 
-class _Workspace:
+class Workspace:
     def __init__(
         self,
         given: str,
@@ -425,100 +423,3 @@ class _Workspace:
             raise ToolError(f"path {show(path)} is a directory; name a file to write")
         if not stat.S_ISREG(st.st_mode):
             raise not_regular(path, st.st_mode)
-
-
-def fs_tools(
-    workspace: str | os.PathLike[str],
-    *,
-    protected: Iterable[str | os.PathLike[str]] = (),
-    protected_names: Iterable[str] = DEFAULT_PROTECTED_NAMES,
-    protect_defaults: bool = True,
-    max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
-    max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
-    max_list_entries: int = DEFAULT_MAX_LIST_ENTRIES,
-) -> Toolset:
-    """``read_file``, ``list_dir`` and ``write_file``, confined to ``workspace``.
-
-    The workspace must be an existing directory; it is resolved once, here.
-
-    ``protected``: host paths (directories or files, existing or not) no tool
-    may read, list or write, in addition to the defaults: pass the session
-    store's directory. ``protect_defaults`` (on) adds tapelog's data directory
-    (``$XDG_DATA_HOME/tapelog``, ``~/.local/share/tapelog``), a directory
-    ``$TAPELOG_STORE`` and :data:`HOME_PROTECTED` under the home directory. A
-    workspace inside tapelog's data or a ``protected`` path is refused; one
-    inside a default home path is the user's choice and that path is then not
-    protected from it.
-
-    ``protected_names``: names never written at any depth (compared ignoring
-    case), :data:`DEFAULT_PROTECTED_NAMES` by default; directories that are git
-    directories by content are never written whatever their name.
-
-    ``max_read_bytes`` (256 KiB): larger files are refused. ``max_write_bytes``
-    (1 MiB): larger content is refused. ``max_list_entries`` (1,000): a listing
-    shows that many entries and says how many more there are.
-    """
-    given = os.fspath(workspace)
-    root = Path(given)
-    if not root.is_dir():
-        raise ToolError(f"workspace {given!r} is not a directory; create it first")
-    root = root.resolve()
-    names = frozenset(norm(n) for n in protected_names)
-    rules = Rules()
-    strict = [real_path(p) for p in protected]
-    home: list[Path] = []
-    if protect_defaults:
-        strict += [real_path(p) for p in data_paths()]
-        home = [real_path(p) for p in home_paths()]
-    for path in strict:
-        if root.is_relative_to(path):
-            raise ToolError(
-                f"workspace {given!r} is inside {str(path)!r}, which the fs tools protect "
-                "(tapelog's sessions or a protected path); choose a workspace outside it"
-            )
-        rules.add(path)
-    for path in home:
-        if not root.is_relative_to(path):
-            rules.add(path)
-    ws = _Workspace(
-        given,
-        root,
-        rules=rules,
-        protected_names=names,
-        read_only=read_only_reason(root, names),
-        max_read_bytes=positive("max_read_bytes", max_read_bytes),
-        max_write_bytes=positive("max_write_bytes", max_write_bytes),
-        max_list_entries=positive("max_list_entries", max_list_entries),
-    )
-
-    @tool
-    def read_file(path: str) -> str:
-        """Read a UTF-8 text file from the workspace and return its content.
-
-        Args:
-            path: File path relative to the workspace root.
-        """
-        return ws.read(path)
-
-    @tool
-    def list_dir(path: str = ".") -> str:
-        """List a workspace directory, one entry per line, sorted; directories end in "/".
-
-        Args:
-            path: Directory path relative to the workspace root.
-        """
-        return ws.list(path)
-
-    @tool
-    def write_file(path: str, content: str) -> str:
-        """Write a UTF-8 text file in the workspace, creating parent directories as needed.
-
-        Replaces the file if it exists.
-
-        Args:
-            path: File path relative to the workspace root.
-            content: The complete new content of the file.
-        """
-        return ws.write(path, content)
-
-    return Toolset([read_file, list_dir, write_file])

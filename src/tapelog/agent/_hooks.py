@@ -16,9 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tapelog.log import FrozenDict, FrozenList, LlmCallConfig
+from tapelog._errors import TapelogError
+from tapelog.llm._api import complete_config
+from tapelog.log._api import FrozenDict, FrozenList, LlmCallConfig
 
-__all__ = ["Hooks", "StepContext", "ToolCallInfo", "call_hook"]
+__all__ = ["Hooks", "StepContext", "ToolCallInfo", "call_hook", "request_config"]
 
 T = TypeVar("T")
 
@@ -78,3 +80,15 @@ async def call_hook(hook: Callable[..., Any] | None, *args: Any) -> Any:
 def text_blocks(text: str) -> FrozenList:
     """A one-block text content list."""
     return FrozenList([FrozenDict({"type": "text", "text": text})])
+
+
+async def request_config(hooks: Hooks, seed: LlmCallConfig) -> LlmCallConfig:
+    """A step's config: the seed through the ``request`` hook (which sees it
+    frozen), completed with the wire identity of a provider outside the
+    built-in table (``complete_config``: logged, so the request rebuilds anywhere)."""
+    replaced = await call_hook(hooks.request, seed)
+    if replaced is None:
+        return complete_config(seed)
+    if not isinstance(replaced, LlmCallConfig):
+        raise TapelogError("the request hook must return an LlmCallConfig or None")
+    return complete_config(replaced)

@@ -19,14 +19,14 @@ injected while the step is in flight waits for its results.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from tapelog._errors import Aborted, ContextOverflowError, ProviderError, TapelogError
+from tapelog._errors import Aborted, ContextOverflowError, ProviderError
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
+from tapelog.agent._context_meter import ContextMeter
 from tapelog.agent._flushing import flush_off_loop
-from tapelog.agent._hooks import Hooks, StepContext, call_hook, text_blocks
+from tapelog.agent._hooks import Hooks, StepContext, call_hook, request_config, text_blocks
 from tapelog.agent._output import OutputRun, OutputType, output_toolset, shape_request
 from tapelog.agent._reply import (
     ReplySources,
@@ -36,7 +36,7 @@ from tapelog.agent._reply import (
     send_with_retries,
 )
 from tapelog.agent._runtime_context import ContextSource, ContextWatcher
-from tapelog.agent._step_end import close_step
+from tapelog.agent._step_end import StepInFlight
 from tapelog.agent._stream import StreamEvent, stream_turn
 from tapelog.agent._sync import SyncRunner
 from tapelog.agent._tool_calls import run_tool_calls
@@ -53,25 +53,21 @@ from tapelog.agent._turn import (
     sum_usage,
     turn_reason,
 )
-from tapelog.checker import RequestChecker, check_enabled
-from tapelog.llm import (
+from tapelog.checker._api import RequestChecker, check_enabled
+from tapelog.llm import LlmRequest, ProviderClient
+from tapelog.llm._api import (
     AbortHandle,
     BodyCache,
-    LlmRequest,
-    ProviderClient,
     client_wire,
-    complete_config,
     estimate_tokens,
-    usage_prompt_tokens,
 )
-from tapelog.log import (
+from tapelog.log._api import (
     EpochHeader,
     Event,
     FrozenList,
     HeaderRecorder,
     LlmCallConfig,
     Session,
-    encode,
     freeze,
     repair_interrupted,
 )
@@ -128,12 +124,7 @@ class Agent:
         self._context_sources = ContextWatcher(context)  # runtime context: prefix + changes
         self._abort: AbortHandle | None = None
         self._output: OutputRun | None = None  # the structured output of the turn in flight
-        # Context injected while a step is in flight, logged when the step ends.
-        self._waiting_context: list[tuple[FrozenList, str]] = []
-        self._in_step = False
-        # inject() (any thread) and closing a step take it: queue-or-log is one decision.
-        self._step_lock = threading.RLock()
-        self._step_config: LlmCallConfig | None = None  # of the step in flight
+        self._in_flight = StepInFlight(session)  # the step in flight; inject() waits for its end
         self._turn_task: asyncio.Task[Any] | None = None  # the task running this agent's turn
         self._last_result: TurnResult | None = None  # of the last turn that logged its end
         self._sync = SyncRunner()  # run_sync's private event loop
@@ -145,9 +136,7 @@ class Agent:
         self._turn = sum(1 for e in session.events if e.type == "turn/start")
         self.compaction = compaction or CompactionPolicy()
         self._trimmer = Trimmer(trimming or TrimPolicy())
-        # Tokens of the last request plus its reply, valid while the surface
-        # generation is unchanged: the cheap base of the context estimate.
-        self._context: tuple[int, int, int] | None = None  # (tokens, generation, last seq)
+        self._meter = ContextMeter()  # what the next request weighs, for compaction
 
     # --- public controls -----------------------------------------------------
 
@@ -183,15 +172,7 @@ class Agent:
         logged at once and the event returned. The text is validated now either way.
         """
         content = text_blocks(text) if isinstance(text, str) else freeze(list(text))
-        with self._step_lock:
-            if self._in_step:
-                self._waiting_context.append((content, kind))
-                return None
-            return self.session.append(
-                "context/message",
-                {"content": content, "source": {"kind": kind}},
-                surface_op="append",
-            )
+        return self._in_flight.offer(content, kind)
 
     def abort(self, reason: str = "user") -> None:
         """Abort the step in flight (stream or tools); the turn ends as ``aborted``."""
@@ -316,7 +297,7 @@ class Agent:
                     raise
                 continue
             sum_usage(outcome.usage, message.data.get("usage"))
-            self._remember_context(message)
+            self._meter.remember(self.session, message)
             outcome.text = final_text(message.data["content"]) or outcome.text
             calls = [b for b in message.data["content"] if b["type"] == "tool_call"]
             if calls and finish != "max_tokens":
@@ -333,21 +314,7 @@ class Agent:
 
     def _close_step(self, *, sent: bool = True, error: BaseException | str | None = None) -> None:
         """End the open step, if any (see :mod:`tapelog.agent._step_end`)."""
-        config = self._step_config or self.config
-        # The step counts as in flight until its closing events are logged: an
-        # inject() from a tool's thread meanwhile waits in the queue this drains,
-        # never landing between a call and its synthetic result.
-        with self._step_lock:
-            try:
-                close_step(
-                    self.session,
-                    source={"provider": config.provider, "model": config.model},
-                    context=self._waiting_context,
-                    sent=sent,
-                    error=error,
-                )
-            finally:
-                self._in_step, self._step_config = False, None
+        self._in_flight.close(self.config, sent=sent, error=error)
 
     async def _end(
         self, outcome: Outcome, reason: Mapping[str, Any], *, failing: bool = False
@@ -383,18 +350,6 @@ class Agent:
     def _tool_schemas(self) -> list[Any]:
         return list(self.tools.schemas(self.tool_order))
 
-    async def _request_config(self) -> LlmCallConfig:
-        """The config seed through the ``request`` hook (which sees it frozen),
-        completed with the wire identity of a provider outside the built-in
-        table (``complete_config``: logged, so the request rebuilds anywhere)."""
-        seed = self.config
-        replaced = await call_hook(self.hooks.request, seed)
-        if replaced is None:
-            return complete_config(seed)
-        if not isinstance(replaced, LlmCallConfig):
-            raise TapelogError("the request hook must return an LlmCallConfig or None")
-        return complete_config(replaced)
-
     def _checker_for(self) -> RequestChecker | None:
         if not self.check:
             return None
@@ -415,10 +370,10 @@ class Agent:
         # The snapshot and step/start share one synchronous frame: nothing can
         # slip between them, so the boundary is exactly this step/start.
         nodes = session.history()
-        self._in_step, self._step_config = True, self.config
+        self._in_flight.begin(self.config)
         try:
             boundary = session.append("step/start", {"turn": turn, "step": step})
-            config = self._step_config = await self._request_config()
+            config = self._in_flight.config = await request_config(self.hooks, self.config)
             shaped, tools = shape_request(
                 self._output, config, self._tool_schemas(), session.header
             )
@@ -460,12 +415,6 @@ class Agent:
 
     # --- compaction and trimming ---------------------------------------------
 
-    def _remember_context(self, message: Event) -> None:
-        used = message.data.get("usage")
-        if used:
-            tokens = usage_prompt_tokens(used) + int(used.get("output", 0))
-            self._context = (tokens, self.session.replace_generation, message.seq)
-
     async def _current_header(self) -> EpochHeader:
         """The header the next request would carry (before the request hook)."""
         prefix = await self._compose_prefix()
@@ -483,16 +432,11 @@ class Agent:
         messages appended since (O(new)); a full estimate of the would-be body
         when there is no usable report (none yet, or history was replaced).
         """
-        nodes = self.session.history()
-        if self._context is not None and self._context[1] == self.session.replace_generation:
-            tokens, _, last = self._context
-            for i in range(len(nodes) - 1, -1, -1):
-                seq, message = nodes[i]
-                if seq <= last:
-                    break
-                tokens += estimate_tokens(encode(message))
-            return tokens
+        return await self._meter.tokens(self.session, self._whole_body_tokens)
+
+    async def _whole_body_tokens(self) -> int:
         header = await self._current_header()
+        nodes = self.session.history()
         request = build_request(header=header, nodes=nodes, session_id=None, boundary_seq=None)
         body: bytes = self.client.wire.encode_body(request, cache=self._body_cache)
         return estimate_tokens(body)

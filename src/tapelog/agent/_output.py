@@ -41,9 +41,18 @@ from tapelog.agent._hooks import text_blocks
 from tapelog.agent._output_schema import OutputSchema, output_schema, strict_default, unfenced
 from tapelog.agent._tools import ToolOutcome, Toolset
 from tapelog.agent._turn import Outcome, final_text
-from tapelog.cache import OUTPUT_MODES
-from tapelog.llm import complete_config, wire_profile
-from tapelog.log import EpochHeader, Event, FrozenDict, LlmCallConfig, Session, encode_str, freeze
+from tapelog.cache._api import OUTPUT_MODES
+from tapelog.llm import wire_profile
+from tapelog.llm._api import complete_config
+from tapelog.log._api import (
+    EpochHeader,
+    Event,
+    FrozenDict,
+    LlmCallConfig,
+    Session,
+    encode_str,
+    freeze,
+)
 
 __all__ = [
     "DEFAULT_OUTPUT_RETRIES",

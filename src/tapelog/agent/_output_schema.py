@@ -21,7 +21,8 @@ import pydantic
 
 from tapelog._errors import JsonValueError, OutputError
 from tapelog.agent._tool_schema import _SCHEMA_LISTS, _SCHEMA_MAPS, _SCHEMA_ONE, _drop_titles
-from tapelog.log import FrozenDict, decode, freeze
+from tapelog.log import decode
+from tapelog.log._api import FrozenDict, freeze
 
 __all__ = ["OutputSchema", "output_schema", "strict_default", "unfenced"]
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from tapelog._errors import Aborted, ProviderError
 from tapelog.agent._retry import RetryPolicy
-from tapelog.llm import AbortHandle, LlmRequest, ProviderClient, assemble_message
-from tapelog.log import Event, FrozenDict, LlmCallConfig, Session, freeze
+from tapelog.llm import LlmRequest, ProviderClient
+from tapelog.llm._api import AbortHandle, assemble_message
+from tapelog.log._api import Event, FrozenDict, LlmCallConfig, Session, freeze
 
 __all__ = ["ReplySources", "StepRef", "log_attempt_error", "log_reply", "send_with_retries"]
 

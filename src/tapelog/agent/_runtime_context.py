@@ -38,7 +38,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from tapelog._errors import TapelogError
 from tapelog.agent._hooks import text_blocks
-from tapelog.log import Event, FrozenDict, FrozenList, Session, freeze, redact
+from tapelog.log import redact
+from tapelog.log._api import Event, FrozenDict, FrozenList, Session, freeze
 
 __all__ = ["RUNTIME_CONTEXT_KIND", "ContextSource", "ContextWatcher", "RuntimeContext"]
 

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tapelog.agent._tools import Tool, ToolOutcome, _BadArguments, _checked_name, _decode_arguments
-from tapelog.log import freeze
+from tapelog.log._api import freeze
 
 __all__ = ["SchemaTool"]
 

@@ -15,12 +15,21 @@ so: ``step/end {"sent": false, "error": ...}``, so the rebuild skips it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.log import Event, FrozenList, OpenCall, Session, ToolLedger, answer_open_calls
+from tapelog.log._api import (
+    Event,
+    FrozenList,
+    LlmCallConfig,
+    OpenCall,
+    Session,
+    ToolLedger,
+    answer_open_calls,
+)
 
-__all__ = ["UNANSWERED_TOOL_RESULT", "close_step", "error_of", "open_step_events"]
+__all__ = ["UNANSWERED_TOOL_RESULT", "StepInFlight", "close_step", "error_of", "open_step_events"]
 
 UNANSWERED_TOOL_RESULT = (
     "error: the step ended before this tool call got a result (the tool may or may not have run)"
@@ -91,3 +100,63 @@ def close_step(
     if error is not None:
         data["error"] = error_of(error)
     return session.append("step/end", data)
+
+
+class StepInFlight:
+    """Whether one agent's step is in flight, and the context waiting for its end.
+
+    ``Agent.inject`` may be called from any thread (a tool running on a worker
+    thread). While a step is in flight its message is queued, and logged when
+    the step ends, after the step's tool results (see :func:`close_step`). The
+    step counts as in flight until its closing events are logged, and deciding
+    to queue or to log takes the same lock as closing: an inject can never land
+    between a call and the synthetic result that closes it.
+    """
+
+    __slots__ = ("_lock", "_session", "_waiting", "active", "config")
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._lock = threading.RLock()
+        self._waiting: list[tuple[FrozenList, str]] = []
+        self.active = False
+        self.config: LlmCallConfig | None = None
+        """The config of the step in flight, once its ``request`` hook has run."""
+
+    def begin(self, config: LlmCallConfig) -> None:
+        with self._lock:
+            self.active, self.config = True, config
+
+    def offer(self, content: FrozenList, kind: str) -> Event | None:
+        """Log a ``context/message`` now, or queue it for the step's end (``None``)."""
+        with self._lock:
+            if self.active:
+                self._waiting.append((content, kind))
+                return None
+            return self._session.append(
+                "context/message",
+                {"content": content, "source": {"kind": kind}},
+                surface_op="append",
+            )
+
+    def close(
+        self,
+        fallback: LlmCallConfig,
+        *,
+        sent: bool = True,
+        error: BaseException | str | None = None,
+    ) -> None:
+        """End the open step, if any (:func:`close_step`); ``fallback`` names the
+        provider and model when the step's own config is not known yet."""
+        with self._lock:
+            config = self.config or fallback
+            try:
+                close_step(
+                    self._session,
+                    source={"provider": config.provider, "model": config.model},
+                    context=self._waiting,
+                    sent=sent,
+                    error=error,
+                )
+            finally:
+                self.active, self.config = False, None

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from tapelog.agent._turn import TurnResult, final_text
-from tapelog.log import Event, FrozenDict, FrozenList
+from tapelog.log._api import Event, FrozenDict, FrozenList
 
 if TYPE_CHECKING:
     from tapelog.agent._loop import Agent

@@ -16,8 +16,8 @@ from typing import Any
 
 from tapelog.agent._hooks import Hooks, ToolCallInfo, call_hook
 from tapelog.agent._tools import ToolOutcome, Toolset
-from tapelog.llm import AbortHandle
-from tapelog.log import Event, Session
+from tapelog.llm._api import AbortHandle
+from tapelog.log._api import Event, Session
 
 __all__ = ["run_tool_calls"]
 

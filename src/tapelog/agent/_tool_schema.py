@@ -19,7 +19,7 @@ from typing import Any
 import pydantic
 
 from tapelog._errors import JsonValueError, ToolError
-from tapelog.log import FrozenDict, freeze
+from tapelog.log._api import FrozenDict, freeze
 
 __all__ = ["arguments_model", "hinted", "json_schema", "parse_docstring"]
 

@@ -33,7 +33,8 @@ import pydantic
 
 from tapelog._errors import JsonValueError, ToolError
 from tapelog.agent._tool_schema import arguments_model, hinted, json_schema, parse_docstring
-from tapelog.log import FrozenDict, decode, encode_str, freeze
+from tapelog.log import decode
+from tapelog.log._api import FrozenDict, encode_str, freeze
 
 __all__ = ["Tool", "ToolOutcome", "ToolSource", "Toolset", "tool"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tapelog.log import Event, Session
+from tapelog.log._api import Event, Session
 
 __all__ = ["TrimPolicy", "Trimmer", "excerpt"]
 

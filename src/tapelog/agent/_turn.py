@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tapelog.agent._retry import RetryPolicy  # backoff, jitter, Retry-After
-from tapelog.log import FrozenDict, LlmCallConfig, Session
+from tapelog.log._api import FrozenDict, LlmCallConfig, Session
 
 __all__ = [
     "Flushable",

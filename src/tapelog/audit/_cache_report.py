@@ -13,21 +13,15 @@ events that explain it. Pure and offline; the cost is proportional to the log
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tapelog.audit._diff import (
-    HeaderDiff,
-    header_diff,
-    is_client_edit,
-    replacement_kind,
-    tool_marks,
-)
+from tapelog.audit._cache_cause import CacheCause, header_detail
+from tapelog.audit._diff import header_diff, is_client_edit, replacement_kind
 from tapelog.audit._history_edits import history_changes
 from tapelog.audit._refs import RequestRef
 from tapelog.audit._segments import SegmentRenderer
-from tapelog.audit._sentences import cause_sentence, duration
-from tapelog.cache import (
+from tapelog.cache._api import (
     PrefixStore,
     Prompt,
     Rule,
@@ -36,85 +30,12 @@ from tapelog.cache import (
     openai_reply_sources,
     provider_cache,
 )
-from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, FrozenDict, History, Session, derive_event_message, paused_gc
-from tapelog.request import WalkedRequest, reading_seq, request_fields, walk_requests
+from tapelog.llm._api import usage_prompt_tokens
+from tapelog.log._api import Event, FrozenDict, History, Session, derive_event_message, paused_gc
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest, reading_seq, request_fields
 
-__all__ = ["CacheCause", "CacheReport", "CacheTotals", "RequestCache", "cache_report"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CacheCause:
-    """One logged reason (or the lack of one) for a cache drop."""
-
-    kind: str
-    """One of ``header-delta``, ``header-fallback``, ``resume-drift``,
-    ``client-edit``, ``compaction``, ``trim``, ``new-process``, ``idle-gap``,
-    ``unexplained`` (docs/cli.md, "tapelog cache")."""
-    seqs: tuple[int, ...]
-    detail: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        """A short label for tables: ``tools +word_count``, ``compaction c1``, ..."""
-        d = self.detail
-        if self.kind == "header-delta":
-            return _header_label(d)
-        if self.kind == "header-fallback":
-            return "fallback: " + _header_label(d)
-        if self.kind == "resume-drift":
-            return "resume drift: " + ", ".join(d.get("fields", ()))
-        if self.kind == "client-edit":
-            return f"client edit: message {d.get('message')} ({d.get('what')})"
-        if self.kind == "compaction":
-            return f"compaction {d.get('id') or '?'}"
-        if self.kind == "trim":
-            n = d.get("results", len(self.seqs))
-            return f"trim {n} result{'s' if n != 1 else ''}"
-        if self.kind == "new-process":
-            return f"new process ({d.get('provider')} cache is per process)"
-        if self.kind == "idle-gap":
-            return f"idle {duration(d.get('gap_ms', 0))} > {duration(d.get('lifetime_ms', 0))}"
-        return self.kind
-
-    @property
-    def sentence(self) -> str:
-        """The cause as a sentence a person can act on (``_sentences``)."""
-        return cause_sentence(self.kind, self.detail, self.seqs)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "seqs": list(self.seqs), "detail": dict(self.detail)}
-
-
-def _header_label(detail: Mapping[str, Any]) -> str:
-    parts: list[str] = []
-    config = detail.get("config") or {}
-    if config:
-        parts.append("config " + ", ".join(config))
-    lines = detail.get("system_lines", 0)
-    if lines:
-        parts.append(f"system {lines} line{'s' if lines != 1 else ''}")
-    tools = detail.get("tools") or {}
-    marks = tool_marks(tools.get("added", ()), tools.get("removed", ()), tools.get("changed", ()))
-    if marks:
-        parts.append("tools " + marks)
-    elif tools.get("reordered"):
-        parts.append("tools reordered")
-    if detail.get("prefix") is not None:
-        parts.append("prefix")
-    return "; ".join(parts) or "header unchanged"
-
-
-def _header_detail(diff: HeaderDiff) -> dict[str, Any]:
-    data = diff.to_json()
-    return {
-        "fields": diff.fields(),
-        "config": data["config"],
-        "tools": data["tools"],
-        "system_lines": diff.system_lines,
-        "system_change": data["system_change"],
-        "prefix": data["prefix"],
-    }
+__all__ = ["CacheReport", "CacheTotals", "RequestCache", "cache_report"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,16 +136,16 @@ def _log_causes(request: WalkedRequest, previous: _Previous | None) -> list[Cach
         diff = header_diff(change.before, change.after)
         if event.type == "request/header-delta":
             causes.append(
-                CacheCause(kind="header-delta", seqs=(event.seq,), detail=_header_detail(diff))
+                CacheCause(kind="header-delta", seqs=(event.seq,), detail=header_detail(diff))
             )
         elif event.data.get("reason") == "fallback":
             causes.append(
-                CacheCause(kind="header-fallback", seqs=(event.seq,), detail=_header_detail(diff))
+                CacheCause(kind="header-fallback", seqs=(event.seq,), detail=header_detail(diff))
             )
         elif change.before is not None and not diff.empty:
             # A resume (or a new loop instance) whose header differs from the fold.
             causes.append(
-                CacheCause(kind="resume-drift", seqs=(event.seq,), detail=_header_detail(diff))
+                CacheCause(kind="resume-drift", seqs=(event.seq,), detail=header_detail(diff))
             )
     edit = _client_edit(request, previous)
     if edit is not None:

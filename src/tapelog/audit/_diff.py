@@ -27,8 +27,10 @@ from tapelog.audit._header_changes import (
 )
 from tapelog.audit._history_edits import history_changes
 from tapelog.audit._refs import RequestRef
-from tapelog.log import EpochHeader, Event, History, Session, encode
-from tapelog.request import HeaderChange, WalkedRequest, request_fields, walk_requests
+from tapelog.log import encode
+from tapelog.log._api import EpochHeader, Event, History, Session
+from tapelog.request import walk_requests
+from tapelog.request._api import HeaderChange, WalkedRequest, request_fields
 
 __all__ = [
     "HeaderDiff",

@@ -29,7 +29,7 @@ from dataclasses import field as _field
 from typing import Any, Final
 
 from tapelog.log import decode
-from tapelog.log import encode_trusted as encode
+from tapelog.log._api import encode_trusted as encode
 
 __all__ = [
     "EDIT_KINDS",

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapelog.audit._edits import excerpt, text_change
-from tapelog.log import EpochHeader, diff_header
-from tapelog.log import encode_trusted as encode
+from tapelog.log._api import EpochHeader, diff_header
+from tapelog.log._api import encode_trusted as encode
 
 __all__ = [
     "SystemChange",

@@ -17,7 +17,7 @@ from difflib import SequenceMatcher
 from typing import Any, Final
 
 from tapelog.audit._edits import MessageChange, message_change, message_text
-from tapelog.log import encode_trusted as encode
+from tapelog.log._api import encode_trusted as encode
 
 __all__ = ["HistoryChanges", "history_changes"]
 

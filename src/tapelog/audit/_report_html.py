@@ -29,14 +29,17 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from tapelog.audit._cache_report import CacheCause, CacheReport, RequestCache, cache_report
+from tapelog.audit._cache_cause import CacheCause
+from tapelog.audit._cache_report import CacheReport, RequestCache, cache_report
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import ShownRequest, header_keys, requests_html
-from tapelog.llm import BodyCache, wire_for
-from tapelog.log import Event, Session, encode
-from tapelog.request import WalkedRequest, walk_requests
+from tapelog.llm._api import BodyCache, wire_for
+from tapelog.log import encode
+from tapelog.log._api import Event, Session
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest
 
 __all__ = [
     "ReportParts",

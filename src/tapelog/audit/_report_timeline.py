@@ -22,9 +22,9 @@ from typing import Any
 
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_views import content_text, excerpt, header_change
-from tapelog.llm import usage_prompt_tokens
-from tapelog.log import Event, chunk_kind
-from tapelog.request import reading_seq
+from tapelog.llm._api import usage_prompt_tokens
+from tapelog.log._api import Event, chunk_kind
+from tapelog.request._api import reading_seq
 
 __all__ = ["Timeline"]
 

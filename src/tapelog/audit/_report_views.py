@@ -19,7 +19,7 @@ from typing import Any
 
 from tapelog.audit._diff import tool_marks
 from tapelog.audit._report_links import ReportLinks
-from tapelog.log import EpochHeader, Event, encode_str
+from tapelog.log._api import EpochHeader, Event, encode_str
 from tapelog.request import LlmRequest
 
 __all__ = [

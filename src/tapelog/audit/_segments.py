@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tapelog.cache import (
+from tapelog.cache._api import (
     Prompt,
     Rule,
     Segment,
@@ -29,8 +29,9 @@ from tapelog.cache import (
     openai_sources,
     provider_cache,
 )
-from tapelog.llm import AnthropicWire, BodyCache, LlmRequest, OpenAIWire, wire_for
-from tapelog.log import EpochHeader, FrozenDict, concat_frozen
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, wire_for
+from tapelog.log._api import EpochHeader, FrozenDict, concat_frozen
 
 __all__ = ["SegmentRenderer", "rule_for"]
 

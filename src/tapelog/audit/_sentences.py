@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from tapelog.audit._edits import excerpt
-from tapelog.log import encode_str
+from tapelog.log._api import encode_str
 
 __all__ = ["cause_sentence", "duration", "edit_sentence", "header_sentence"]
 

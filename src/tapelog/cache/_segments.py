@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tapelog.cache._rules import SegmentSource
-from tapelog.log import encode_trusted as encode
+from tapelog.log._api import encode_trusted as encode
 
 __all__ = [
     "anthropic_block_source",

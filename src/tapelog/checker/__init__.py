@@ -4,6 +4,8 @@ See :mod:`tapelog.checker._checker`; docs/architecture.md explains where it sits
 (between the request builders and the wires, below the agent and the audit).
 """
 
-from tapelog.checker._checker import RequestChecker, check_enabled, check_request
+from tapelog.checker._checker import check_request
 
-__all__ = ["RequestChecker", "check_enabled", "check_request"]
+__all__ = [
+    "check_request",
+]

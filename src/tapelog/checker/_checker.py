@@ -31,15 +31,10 @@ from typing import Any
 
 from tapelog._errors import ReconstructionError
 from tapelog.checker._compare import differences, first_message_difference, mismatch_error
-from tapelog.llm import BodyCache, WireFormat, wire_for
-from tapelog.log import Event, History, LogFold, Session, fold_step, unanswered_tool_calls
-from tapelog.request import (
-    LlmRequest,
-    build_request,
-    compaction_inputs,
-    rebuild_request_at,
-    summary_request,
-)
+from tapelog.llm._api import BodyCache, WireFormat, wire_for
+from tapelog.log._api import Event, History, LogFold, Session, fold_step, unanswered_tool_calls
+from tapelog.request import LlmRequest, build_request, summary_request
+from tapelog.request._api import compaction_inputs, rebuild_request_at
 
 __all__ = ["RequestChecker", "check_enabled", "check_request"]
 

@@ -28,9 +28,10 @@ from tapelog.cli._store_cmds import load_target
 from tapelog.cli._stores import open_store
 from tapelog.cli._stream_out import stdout_is_terminal, stream_answer
 from tapelog.cli._terminal import terminal_text
-from tapelog.llm import usage_prompt_tokens, wire_named
+from tapelog.llm._api import usage_prompt_tokens, wire_named
 from tapelog.log import encode
-from tapelog.store import JsonlStore, validate_session_id
+from tapelog.store import JsonlStore
+from tapelog.store._api import validate_session_id
 
 __all__ = ["COMMANDS"]
 

@@ -13,14 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tapelog.audit import (
-    CacheReport,
-    RequestDiff,
-    cache_report,
-    edit_sentence,
-    header_sentence,
-    request_diff,
-)
+from tapelog.audit import CacheReport, RequestDiff, cache_report, request_diff
+from tapelog.audit._api import edit_sentence, header_sentence
 from tapelog.cli._common import store_option
 from tapelog.cli._store_cmds import load_target
 from tapelog.cli._terminal import terminal_text

@@ -23,12 +23,14 @@ from rich.table import Table
 from rich.text import Text
 
 from tapelog.agent import Agent, Toolset, fs_tools, tool
-from tapelog.audit import encode_request, header_change, rebuild_requests
+from tapelog.audit import encode_request, rebuild_requests
+from tapelog.audit._api import header_change
 from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store
 from tapelog.emulator import Emulator
-from tapelog.llm import ProviderClient, make_client, usage_prompt_tokens
-from tapelog.log import Event, LlmCallConfig, Session
+from tapelog.llm import ProviderClient, make_client
+from tapelog.llm._api import usage_prompt_tokens
+from tapelog.log._api import Event, LlmCallConfig, Session
 from tapelog.store import SessionWriter
 
 __all__ = ["COMMANDS"]

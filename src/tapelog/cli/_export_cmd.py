@@ -14,8 +14,9 @@ import click
 
 from tapelog.cli._common import OneLineError, store_option, write_output
 from tapelog.cli._store_cmds import load_target
-from tapelog.export import otel_spans, otlp_json, require_otel, send_otlp
-from tapelog.export import traces_endpoint as resolve_endpoint
+from tapelog.export import otel_spans, otlp_json, send_otlp
+from tapelog.export._api import require_otel
+from tapelog.export._api import traces_endpoint as resolve_endpoint
 
 __all__ = ["COMMANDS"]
 

@@ -16,7 +16,8 @@ import click
 
 from tapelog.agent import Tool, Toolset
 from tapelog.cli._terminal import terminal_text
-from tapelog.mcp import McpError, McpServers, ServerSpec, load_config, parse_server_option
+from tapelog.mcp import McpError, McpServers, ServerSpec
+from tapelog.mcp._api import load_config, parse_server_option
 
 __all__ = ["mcp_options", "mcp_specs", "start_mcp", "with_mcp"]
 

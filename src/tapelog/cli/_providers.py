@@ -18,7 +18,8 @@ from typing import Any, Final, TypeVar
 
 import click
 
-from tapelog.llm import known_providers, load_providers
+from tapelog.llm import load_providers
+from tapelog.llm._api import known_providers
 from tapelog.log import register_secret
 
 __all__ = [

@@ -104,7 +104,8 @@ def proxy_command(
             )
     import uvicorn
 
-    from tapelog.proxy import Proxy, ProxyError, RequestSummary, Upstream
+    from tapelog.proxy import Proxy, ProxyError, Upstream
+    from tapelog.proxy._api import RequestSummary
 
     try:
         target = Upstream.resolve(upstream, base_url=base_url)

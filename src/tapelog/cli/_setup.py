@@ -22,17 +22,17 @@ import httpx
 from tapelog.agent import CompactionPolicy
 from tapelog.cli._terminal import terminal_text
 from tapelog.emulator import Emulator
-from tapelog.llm import (
-    ProviderClient,
+from tapelog.llm import ProviderClient, make_client
+from tapelog.llm._api import (
     complete_config,
     default_model,
     known_providers,
-    make_client,
     provider_spec,
     resolve_api_key,
 )
-from tapelog.log import LlmCallConfig, Session
-from tapelog.store import Reservation, SessionStore, SessionWriter, validate_session_id
+from tapelog.log._api import LlmCallConfig, Session
+from tapelog.store import Reservation, SessionStore, SessionWriter
+from tapelog.store._api import validate_session_id
 
 __all__ = ["ProviderSetup", "check_api_key", "open_session", "resolve_provider"]
 

@@ -29,14 +29,9 @@ from tapelog._errors import (
 from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store, store_label
 from tapelog.cli._terminal import terminal_text
-from tapelog.log import Event, Session, chunk_kind, encode_str
-from tapelog.store import (
-    LoadedSession,
-    VerifyReport,
-    read_session_file,
-    validate_session_id,
-    verify_jsonl,
-)
+from tapelog.log._api import Event, Session, chunk_kind, encode_str
+from tapelog.store import LoadedSession
+from tapelog.store._api import VerifyReport, read_session_file, validate_session_id, verify_jsonl
 
 __all__ = ["COMMANDS", "load_target"]
 

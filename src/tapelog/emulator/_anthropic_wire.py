@@ -12,7 +12,7 @@ import hashlib
 from typing import Any
 
 from tapelog._errors import JsonValueError
-from tapelog.cache import CacheOutcome
+from tapelog.cache._api import CacheOutcome
 from tapelog.emulator._script import Reply
 from tapelog.emulator._sse import Stream, event_frame, split_even, split_every
 from tapelog.log import decode, encode

@@ -29,14 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tapelog.cache import (
-    CacheOutcome,
-    PrefixStore,
-    Rule,
-    Segment,
-    account,
-    chain_segments,
-)
+from tapelog.cache._api import CacheOutcome, PrefixStore, Rule, Segment, account, chain_segments
 from tapelog.emulator import _openai_wire as openai
 from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Meta, parse_body
 from tapelog.emulator._options import forced_tool

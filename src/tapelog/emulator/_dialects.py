@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tapelog._errors import JsonValueError
-from tapelog.cache import (
+from tapelog.cache._api import (
     CacheOutcome,
     SegmentSource,
     anthropic_sources,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog.cache import (
+from tapelog.cache._api import (
     CacheOutcome,
     SegmentSource,
     openai_reply_message,

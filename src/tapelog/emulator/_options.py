@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.cache import WireProfile, blocks_of
+from tapelog.cache import WireProfile
+from tapelog.cache._api import blocks_of
 
 __all__ = ["check_forced_tool", "check_response_format", "check_tool_history", "forced_tool"]
 

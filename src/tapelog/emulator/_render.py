@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog.cache import blocks_of
+from tapelog.cache._api import blocks_of
 
 __all__ = ["Conversation", "summarize_anthropic", "summarize_openai"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tapelog._errors import JsonValueError
-from tapelog.cache import estimate_text
+from tapelog.cache._api import estimate_text
 from tapelog.emulator._render import Conversation
 from tapelog.log import decode
 

@@ -9,26 +9,14 @@ official SDK and OTLP exporter, the optional ``otel`` extra
 """
 
 from tapelog._errors import ExportError
-from tapelog.export._model import AttributeValue, OtelSpan, OtelTrace, SpanEvent
-from tapelog.export._otlp import (
-    INSTALL_HINT,
-    otlp_json,
-    require_otel,
-    send_otlp,
-    traces_endpoint,
-)
+from tapelog.export._model import OtelSpan
+from tapelog.export._otlp import otlp_json, send_otlp
 from tapelog.export._spans import otel_spans
 
 __all__ = [
-    "INSTALL_HINT",
-    "AttributeValue",
     "ExportError",
     "OtelSpan",
-    "OtelTrace",
-    "SpanEvent",
     "otel_spans",
     "otlp_json",
-    "require_otel",
     "send_otlp",
-    "traces_endpoint",
 ]

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tapelog.audit import CacheTotals, RequestCache
+from tapelog.audit._api import CacheTotals, RequestCache
 from tapelog.export import _semconv as sc
 from tapelog.export._model import AttributeValue
-from tapelog.llm import usage_prompt_tokens
-from tapelog.log import LlmCallConfig
+from tapelog.llm._api import usage_prompt_tokens
+from tapelog.log._api import LlmCallConfig
 
 __all__ = ["cache_attributes", "config_attributes", "totals_attributes", "usage_attributes"]
 

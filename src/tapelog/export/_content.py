@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tapelog.export import _semconv as sc
-from tapelog.log import encode_str, redact
+from tapelog.log import redact
+from tapelog.log._api import encode_str
 from tapelog.request import LlmRequest
 
 __all__ = ["input_attributes", "output_messages", "redacted_json", "tool_result_text"]

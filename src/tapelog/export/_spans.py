@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tapelog.audit import RequestCache, cache_report
+from tapelog.audit import cache_report
+from tapelog.audit._api import RequestCache
 from tapelog.export import _semconv as sc
 from tapelog.export._attributes import (
     cache_attributes,
@@ -40,8 +41,10 @@ from tapelog.export._model import (
     span_id,
     trace_id,
 )
-from tapelog.log import EpochHeader, Event, Session, chunk_kind, fold_header_event, redact
-from tapelog.request import WalkedRequest, walk_requests
+from tapelog.log import redact
+from tapelog.log._api import EpochHeader, Event, Session, chunk_kind, fold_header_event
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest
 
 __all__ = ["otel_spans"]
 

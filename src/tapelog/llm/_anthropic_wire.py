@@ -24,7 +24,8 @@ from tapelog._errors import EventError, HeaderError, JsonValueError
 from tapelog.llm._pieces import BodyCache, Parts, json_array, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, refuse_block
-from tapelog.log import FrozenDict, decode, encode, encode_trusted, freeze, freeze_faithful
+from tapelog.log import decode, encode
+from tapelog.log._api import FrozenDict, encode_trusted, freeze, freeze_faithful
 
 __all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "AnthropicWire"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog.log import FrozenDict, FrozenList, freeze
+from tapelog.log._api import FrozenDict, FrozenList, freeze
 
 __all__ = ["AssembledMessage", "assemble_message"]
 

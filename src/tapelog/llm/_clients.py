@@ -25,13 +25,13 @@ from httpx_sse import ServerSentEvent
 
 from tapelog.llm._anthropic_stream import AnthropicStreamParser
 from tapelog.llm._anthropic_wire import AnthropicWire
-from tapelog.llm._http import resolve_api_key, stream_sse
+from tapelog.llm._http import read_api_key, resolve_api_key, stream_sse
 from tapelog.llm._openai_stream import OpenAIStreamParser
 from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._pieces import BodyCache
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, LlmRequest
-from tapelog.log import FrozenDict, has_secrets
+from tapelog.log._api import FrozenDict, has_secrets
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient"]
 
@@ -70,6 +70,13 @@ class _SseClient:
         self.key_required = key_required
         self._env = env
         self.cache = cache if cache is not None else BodyCache()
+        # Known from now on, not only from the first send: the first request's
+        # header (system prompt, tool descriptions) is logged before that send.
+        read_api_key(api_key_env, self._environ())
+
+    def _environ(self) -> Mapping[str, str]:
+        """Where the key is read from: the ``env`` given, else the process's environment."""
+        return self._env if self._env is not None else os.environ
 
     def _url(self) -> str:
         raise NotImplementedError
@@ -94,7 +101,7 @@ class _SseClient:
         provider's end marker raises a retryable :class:`ProviderError` after
         the chunks that did arrive.
         """
-        env = self._env if self._env is not None else os.environ
+        env = self._environ()
         key = resolve_api_key(self.provider, self.api_key_env, env, required=self.key_required)
         if body is None:
             body = self.wire.encode_body(request, cache=self.cache)

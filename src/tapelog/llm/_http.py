@@ -9,9 +9,12 @@ status, body excerpt, request id (never the API key) and the delay the server
 asked for before a retry (:func:`parse_retry_after`), and an abort that is
 raced against every read so a stop takes effect at once.
 
-:func:`resolve_api_key` registers each key it reads with
+:func:`read_api_key` registers each key it reads with
 :func:`tapelog.log.register_secret`, so the key is redacted from everything
-logged (and every error text here) in any form a provider may echo it in.
+logged (and every error text here) in any form a provider may echo it in. The
+clients read it when they are made (so their first request's header, logged
+before the first send, already has it redacted) and again at each send (a
+key may rotate: the new one is registered too).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "error_from_response",
     "event_frame",
     "parse_retry_after",
+    "read_api_key",
     "resolve_api_key",
     "stream_sse",
 ]
@@ -67,17 +71,25 @@ _DELAY_TEXT: Final = 64
 """The longest retry header value read: anything longer is no delay or date."""
 
 
+def read_api_key(env_var: str | None, env: Mapping[str, str]) -> str | None:
+    """The API key in ``env_var``, if set, registered as a secret
+    (:func:`tapelog.log.register_secret`): from then on it is redacted wherever
+    tapelog logs or shows text."""
+    key = env.get(env_var) if env_var else None
+    if key:
+        register_secret(key)
+    return key or None
+
+
 def resolve_api_key(
     provider: str, env_var: str | None, env: Mapping[str, str], *, required: bool
 ) -> str | None:
     """The API key from the environment; a clear error before any network if missing.
 
-    A key that is read is registered as a secret (:func:`tapelog.log.register_secret`),
-    even one refused below: from then on it is redacted wherever tapelog logs or shows text.
+    The key is registered (:func:`read_api_key`) even when refused below.
     """
-    key = env.get(env_var) if env_var else None
+    key = read_api_key(env_var, env)
     if key:
-        register_secret(key)
         # An HTTP header refuses whitespace and non-ASCII, and httpx/h11 would
         # then quote the whole header, key included, in their error message.
         if not _KEY_CHARS.fullmatch(key):

@@ -37,7 +37,8 @@ from typing import Any, Final
 from tapelog._errors import ContextOverflowError, ProviderError
 from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._types import AbortHandle, LlmRequest, normalise_usage
-from tapelog.log import FrozenDict, decode, freeze
+from tapelog.log import decode
+from tapelog.log._api import FrozenDict, freeze
 
 __all__ = ["LocalClient"]
 

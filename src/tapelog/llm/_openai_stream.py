@@ -18,7 +18,8 @@ from httpx_sse import ServerSentEvent
 from tapelog._errors import ProviderError
 from tapelog.llm._http import event_frame
 from tapelog.llm._types import normalise_usage, usage_count
-from tapelog.log import FrozenDict, freeze, redact
+from tapelog.log import redact
+from tapelog.log._api import FrozenDict, freeze
 
 __all__ = ["OpenAIStreamParser", "openai_usage"]
 

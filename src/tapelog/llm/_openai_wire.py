@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
-from tapelog.cache import ReasoningSendBack, wire_profile_named
+from tapelog.cache._api import ReasoningSendBack, wire_profile_named
 from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
-from tapelog.log import FrozenDict, encode, freeze_faithful, freeze_trusted
+from tapelog.log import encode
+from tapelog.log._api import FrozenDict, freeze_faithful, freeze_trusted
 
 __all__ = [
     "DEFAULT_REASONING_SEND_BACK",

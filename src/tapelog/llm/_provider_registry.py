@@ -20,16 +20,15 @@ from typing import Any, Final, Literal, get_args
 from tapelog._errors import HeaderError, TapelogError
 from tapelog.cache import (
     ProviderCache,
-    Rule,
     WireProfile,
-    profile_for,
     register_provider_cache,
     unregister_provider_cache,
 )
+from tapelog.cache._api import Rule, profile_for
 from tapelog.llm._openai_wire import OpenAIDialect
 from tapelog.llm._presets import PRESETS
 from tapelog.llm._provider_spec import ProviderSpec, check_name
-from tapelog.log import LlmCallConfig
+from tapelog.log._api import LlmCallConfig
 
 __all__ = [
     "DEFAULT_MODELS",

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 from tapelog._errors import TapelogError
-from tapelog.cache import ProviderCache, Rule
+from tapelog.cache import ProviderCache
+from tapelog.cache._api import Rule
 from tapelog.llm._openai_wire import OpenAIDialect
 
 __all__ = ["Family", "ProviderSpec", "check_base_url", "check_name"]

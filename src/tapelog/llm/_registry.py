@@ -27,7 +27,7 @@ from tapelog.llm._provider_registry import (
     wire_options,
 )
 from tapelog.llm._types import ProviderClient, WireFormat
-from tapelog.log import LlmCallConfig
+from tapelog.log._api import LlmCallConfig
 from tapelog.request import LlmRequest
 
 __all__ = [

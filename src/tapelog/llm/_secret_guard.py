@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from tapelog.log import REDACTED, FrozenDict, freeze, redact, secret_prefix_length
+from tapelog.log import redact
+from tapelog.log._api import REDACTED, FrozenDict, freeze, secret_prefix_length
 
 __all__ = ["SecretGuard"]
 

@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
-from tapelog.cache import estimate_bytes
+from tapelog.cache._api import estimate_bytes
 from tapelog.llm._pieces import BodyCache
-from tapelog.log import FrozenDict, freeze
+from tapelog.log._api import FrozenDict, freeze
 from tapelog.request import LlmRequest
 
 __all__ = [

@@ -1,139 +1,21 @@
-"""The session log: events, surface, projection, request header and canonical JSON."""
+"""The session log: events, surface, projection, request header and canonical JSON.
 
-from tapelog.log._canonical import decode, digest, encode, encode_str, encode_trusted
-from tapelog.log._events import (
-    EVENT_TYPES,
-    PACKED_TYPES,
-    SESSION_FORMAT_VERSION,
-    SURFACE_TYPES,
-    Event,
-    PackedChunk,
-    PackedEvent,
-    chunk_kind,
-    event_from_json,
-)
-from tapelog.log._fold import History, LogFold
-from tapelog.log._freeze import (
-    FrozenDict,
-    FrozenList,
-    JsonValue,
-    concat_frozen,
-    freeze,
-    freeze_faithful,
-    freeze_trusted,
-    thaw,
-)
-from tapelog.log._gc import paused_gc
-from tapelog.log._header import (
-    EpochHeader,
-    LlmCallConfig,
-    apply_header_delta,
-    canonical_header,
-    diff_header,
-    fold_header_event,
-    fold_request_header,
-    header_from_json,
-)
-from tapelog.log._pairing import OpenCall, ToolLedger, unanswered_tool_calls
-from tapelog.log._projection import derive_event_message, fold_messages
-from tapelog.log._recorder import HeaderRecorder
-from tapelog.log._redact import (
-    MIN_SECRET_LENGTH,
-    REDACTED,
-    can_be_secret,
-    forget_secrets,
-    has_secrets,
-    redact,
-    register_secret,
-    scoped_secrets,
-    secret_prefix_length,
-    secret_scope,
-)
-from tapelog.log._repair import (
-    RepairPlan,
-    answer_call,
-    answer_open_calls,
-    plan_repair,
-    repair_interrupted,
-)
-from tapelog.log._rules import HANDED_OVER, LogRules
-from tapelog.log._secret_shape import looks_like_secret, names_a_secret
-from tapelog.log._session import (
-    RuleBreaks,
-    Session,
-    SessionEvents,
-    SessionInfo,
-    new_session_id,
-    open_turn_at,
-)
-from tapelog.log._step import HeaderChange, StepHeader, fold_step
+Users take the log's types (``Session``, ``LlmCallConfig``, ``Event``, ...) from
+the root package ``tapelog``; this package's own public names are the canonical
+JSON codec and the secret registry. What the layers above share of the log and
+users do not (the trusted freezes, the folds, ``paused_gc``, ...) is in
+:mod:`tapelog.log._api` (docs/architecture.md, "Public and internal names").
+"""
+
+from tapelog.log._canonical import decode, encode
+from tapelog.log._events import PACKED_TYPES
+from tapelog.log._redact import redact, register_secret, secret_scope
 
 __all__ = [
-    "EVENT_TYPES",
-    "HANDED_OVER",
-    "MIN_SECRET_LENGTH",
     "PACKED_TYPES",
-    "REDACTED",
-    "SESSION_FORMAT_VERSION",
-    "SURFACE_TYPES",
-    "EpochHeader",
-    "Event",
-    "FrozenDict",
-    "FrozenList",
-    "HeaderChange",
-    "HeaderRecorder",
-    "History",
-    "JsonValue",
-    "LlmCallConfig",
-    "LogFold",
-    "LogRules",
-    "OpenCall",
-    "PackedChunk",
-    "PackedEvent",
-    "RepairPlan",
-    "RuleBreaks",
-    "Session",
-    "SessionEvents",
-    "SessionInfo",
-    "StepHeader",
-    "ToolLedger",
-    "answer_call",
-    "answer_open_calls",
-    "apply_header_delta",
-    "can_be_secret",
-    "canonical_header",
-    "chunk_kind",
-    "concat_frozen",
     "decode",
-    "derive_event_message",
-    "diff_header",
-    "digest",
     "encode",
-    "encode_str",
-    "encode_trusted",
-    "event_from_json",
-    "fold_header_event",
-    "fold_messages",
-    "fold_request_header",
-    "fold_step",
-    "forget_secrets",
-    "freeze",
-    "freeze_faithful",
-    "freeze_trusted",
-    "has_secrets",
-    "header_from_json",
-    "looks_like_secret",
-    "names_a_secret",
-    "new_session_id",
-    "open_turn_at",
-    "paused_gc",
-    "plan_repair",
     "redact",
     "register_secret",
-    "repair_interrupted",
-    "scoped_secrets",
-    "secret_prefix_length",
     "secret_scope",
-    "thaw",
-    "unanswered_tool_calls",
 ]

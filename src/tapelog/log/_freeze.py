@@ -19,6 +19,17 @@ rather than say something (:data:`STRUCTURAL_FIELDS`, any ``*_id``): an event
 type, a role or a tool-call id changed to ``***`` would make the log say
 something else or not load at all. With no secret known this costs one
 attribute test per string.
+
+A secret may be registered after a value was frozen (a ``@tool`` schema frozen
+at import, a key the client reads at its first send), so an already-frozen
+container is not clean for good: each one remembers the secrets it was made
+(or last checked) under, as :func:`tapelog.log.redaction_stamp`, and ``freeze``
+returns it as it is only while that stamp is still the one in force; otherwise
+it walks it again, and marks it with the new stamp when nothing in it changed
+(so the next ``freeze`` is the fast path again). What :func:`freeze_faithful`
+and :func:`freeze_decoded` make is a copy of logged data, marked verbatim and
+never walked again: rebuilding a log must give its bytes back, whatever the
+reader has registered.
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from typing import Any, Final, NoReturn, SupportsIndex, TypeAlias
 
 from tapelog._errors import FrozenError, JsonValueError
 from tapelog.log._redact import _REGISTRY as _SECRETS
-from tapelog.log._redact import redact
+from tapelog.log._redact import redact, redaction_stamp
 
 __all__ = [
     "STRUCTURAL_FIELDS",
@@ -76,14 +87,22 @@ def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
     )
 
 
+_VERBATIM: Final = -1
+"""The stamp of a copy of logged data (decoded from a log, or made by
+:func:`freeze_faithful` to rebuild from one): kept as it is, never redacted
+again, so whatever is derived from a log stays a pure function of it."""
+
+
 class FrozenDict(dict[str, Any]):
     """An immutable, deeply frozen ``dict`` of JSON values."""
 
-    __slots__ = ()
+    __slots__ = ("_stamp",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Freeze the whole mapping, not value by value: the keys need checking too.
-        dict.__init__(self, freeze(dict(*args, **kwargs)))
+        frozen = freeze(dict(*args, **kwargs))
+        dict.__init__(self, frozen)
+        self._stamp = _stamp_of(frozen)
 
     __setitem__ = _refuse
     __delitem__ = _refuse
@@ -113,10 +132,12 @@ class FrozenDict(dict[str, Any]):
 class FrozenList(list[Any]):
     """An immutable, deeply frozen ``list`` of JSON values."""
 
-    __slots__ = ()
+    __slots__ = ("_stamp",)
 
     def __init__(self, items: Iterable[Any] = ()) -> None:
-        list.__init__(self, [freeze(v, _key=i) for i, v in enumerate(items)])
+        frozen = freeze(list(items))
+        list.__init__(self, frozen)
+        self._stamp = _stamp_of(frozen)
 
     __setitem__ = _refuse
     __delitem__ = _refuse
@@ -147,15 +168,22 @@ class FrozenList(list[Any]):
         return f"FrozenList({list.__repr__(self)})"
 
 
-def _new_dict(items: dict[str, Any]) -> FrozenDict:
+def _stamp_of(value: FrozenDict | FrozenList) -> int:
+    """The stamp ``value`` was made or last checked under (unstamped: decoded, verbatim)."""
+    return getattr(value, "_stamp", _VERBATIM)
+
+
+def _new_dict(items: dict[str, Any], stamp: int) -> FrozenDict:
     obj = dict.__new__(FrozenDict)
     dict.__init__(obj, items)
+    obj._stamp = stamp
     return obj
 
 
-def _new_list(items: list[Any]) -> FrozenList:
+def _new_list(items: list[Any], stamp: int) -> FrozenList:
     obj = list.__new__(FrozenList)
     list.__init__(obj, items)
+    obj._stamp = stamp
     return obj
 
 
@@ -173,56 +201,83 @@ _FAITHFUL: Final[contextvars.ContextVar[bool]] = contextvars.ContextVar(
 """Set while :func:`freeze_faithful` runs: validate and copy, but never redact."""
 
 
-def _walk(value: Any) -> Any:
+def _walk(value: Any, stamp: int, redacting: bool) -> Any:
+    """Validate and copy ``value``; redact its content strings when ``redacting``.
+
+    ``stamp`` marks the containers made here: the secrets in force when
+    redacting or when no secret is known, :data:`_VERBATIM` when faithful.
+    """
     # Exact-type checks first: they are the overwhelmingly common case.
     t = type(value)
     if t is str:
         if not value.isascii():
             _check_utf8(value)
-        return redact(value) if _SECRETS.live and not _FAITHFUL.get() else value
-    if t is FrozenDict or t is FrozenList or value is None or t is bool:
+        return redact(value) if redacting else value
+    if t is FrozenDict or t is FrozenList:
+        if not redacting or _stamp_of(value) in (stamp, _VERBATIM):
+            return value
+        # Frozen under other secrets than those in force: walk it again below.
+    elif value is None or t is bool:
         return value
-    if t is int:
+    elif t is int:
         if value < _INT_MIN or value > _INT_MAX:
             raise _Bad(f"integer {value} does not fit in 64 bits")
         return value
-    if t is float:
+    elif t is float:
         if not math.isfinite(value):
             raise _Bad(f"{value!r} is not valid JSON (NaN and infinities are refused)")
         return value
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
-        redacting = _SECRETS.live and not _FAITHFUL.get()
+        changed = t is not FrozenDict  # only a frozen one may be kept
         for k, v in value.items():
             if type(k) is not str:
                 raise _Bad(f"key {k!r} is a {type(k).__name__}; JSON keys must be strings")
             try:
-                out[k] = _structural(v) if redacting and _is_structural(k, v) else _walk(v)
+                new = (
+                    _structural(v)
+                    if redacting and _is_structural(k, v)
+                    else _walk(v, stamp, redacting)
+                )
             except _Bad as bad:
                 bad.parts.append(f".{k}")
                 raise
-        return _new_dict(out)
+            if not changed and new is not v and new != v:
+                changed = True
+            out[k] = new
+        return _new_dict(out, stamp) if changed else _restamped(value, stamp)
     if isinstance(value, (list, tuple)):
         items: list[Any] = []
+        changed = t is not FrozenList
         for i, v in enumerate(value):
             try:
-                items.append(_walk(v))
+                new = _walk(v, stamp, redacting)
             except _Bad as bad:
                 bad.parts.append(f"[{i}]")
                 raise
-        return _new_list(items)
+            if not changed and new is not v and new != v:
+                changed = True
+            items.append(new)
+        return _new_list(items, stamp) if changed else _restamped(value, stamp)
     if isinstance(value, str):
-        return _walk(str(value))
+        return _walk(str(value), stamp, redacting)
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
-        return _walk(int(value))
+        return _walk(int(value), stamp, redacting)
     if isinstance(value, float):
-        return _walk(float(value))
+        return _walk(float(value), stamp, redacting)
     to_json = getattr(value, "to_json", None)
     if callable(to_json):  # tapelog's own records (EpochHeader, LlmCallConfig) log as JSON
-        return _walk(to_json())
+        return _walk(to_json(), stamp, redacting)
     raise _Bad(f"{type(value).__name__} is not a JSON type")
+
+
+def _restamped(value: Any, stamp: int) -> Any:
+    """A frozen container walked again and found clean: the same object, now
+    marked clean under ``stamp`` (its identity kept, its next freeze fast)."""
+    value._stamp = stamp
+    return value
 
 
 def _is_structural(key: str, value: Any) -> bool:
@@ -266,10 +321,15 @@ def freeze(value: Any, *, path: str = "value", _key: str | SupportsIndex | None 
 
     ``path`` names the value in error messages, e.g. ``data`` gives errors like
     ``data.content[2].text: nan is not valid JSON``. Already-frozen containers
-    are returned as they are (they were validated when made).
+    are returned as they are (they were validated when made) unless secrets
+    registered since need redacting from them (see the module's docstring).
     """
+    if _FAITHFUL.get():
+        stamp, redacting = _VERBATIM, False
+    else:  # with no secret known, clean as it is: marked so, not walked
+        stamp, redacting = redaction_stamp(), _SECRETS.live
     try:
-        return _walk(value)
+        return _walk(value, stamp, redacting)
     except _Bad as bad:
         if _key is not None:
             bad.parts.append(f".{_key}" if isinstance(_key, str) else f"[{_key}]")
@@ -318,9 +378,11 @@ def freeze_decoded(value: Any) -> Any:
                 dict.__setitem__(frozen, k, freeze_decoded(v))
         return frozen
     if t is list:
-        return _new_list(
-            [freeze_decoded(v) if type(v) is dict or type(v) is list else v for v in value]
+        out = list.__new__(FrozenList)  # unstamped: a copy of logged data (_VERBATIM)
+        list.__init__(
+            out, [freeze_decoded(v) if type(v) is dict or type(v) is list else v for v in value]
         )
+        return out
     return value
 
 

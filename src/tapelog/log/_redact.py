@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import itertools
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -66,6 +67,7 @@ __all__ = [
     "forget_secrets",
     "has_secrets",
     "redact",
+    "redaction_stamp",
     "register_secret",
     "scoped_secrets",
     "secret_prefix_length",
@@ -93,6 +95,7 @@ class _SecretSet:
         "needles",
         "plain_window",
         "secrets",
+        "serial",
         "shortest",
         "starts",
         "targets",
@@ -101,6 +104,7 @@ class _SecretSet:
     )
 
     def __init__(self, secrets: Iterable[str]) -> None:
+        self.serial = next(_SERIALS)  # tells this set from every other (see redaction_stamp)
         self.secrets = tuple(sorted(set(secrets), key=len, reverse=True))
         needles: set[str] = set()
         for secret in self.secrets:
@@ -191,6 +195,7 @@ def _starts(secrets: tuple[str, ...], literal: dict[str, list[tuple[str, int]]])
     return re.compile("(?=" + "|".join(sorted(ways)) + ")")
 
 
+_SERIALS: Final = itertools.count()
 _EMPTY: Final = _SecretSet(())
 
 
@@ -279,6 +284,23 @@ def scoped_secrets() -> tuple[str, ...]:
     """The secrets :func:`secret_scope` added in this context (to enter the
     same scope again in another task)."""
     return _SCOPED.get().secrets
+
+
+def redaction_stamp() -> int:
+    """A number that names the secrets in force here; it changes whenever they do.
+
+    What was redacted under one stamp needs no redacting again while the
+    stamp is the same (freeze marks the containers it makes with it). The
+    process-wide set's serial alone outside any scope; inside one, the scoped
+    set's serial too, so a value redacted outside a scope (or in another
+    scope) is redacted again within it.
+    """
+    registry = _REGISTRY
+    current = registry.current.serial
+    if not registry.scopes:
+        return current
+    scoped = _SCOPED.get()
+    return current if scoped is _EMPTY else current | (scoped.serial << 32)
 
 
 def forget_secrets() -> None:

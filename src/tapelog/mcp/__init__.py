@@ -11,25 +11,12 @@ is the optional extra ``tapelog[mcp]``).
 """
 
 from tapelog._errors import McpError
-from tapelog.mcp._config import (
-    ServerSpec,
-    load_config,
-    parse_config,
-    parse_server_option,
-)
-from tapelog.mcp._mapping import canonical_schema, namespaced, render_result
-from tapelog.mcp._servers import DEFAULT_TIMEOUT, McpServers, ServerStatus
+from tapelog.mcp._config import ServerSpec
+from tapelog.mcp._servers import McpServers, ServerStatus
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "McpError",
     "McpServers",
     "ServerSpec",
     "ServerStatus",
-    "canonical_schema",
-    "load_config",
-    "namespaced",
-    "parse_config",
-    "parse_server_option",
-    "render_result",
 ]

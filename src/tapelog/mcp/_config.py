@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from tapelog._errors import JsonValueError, McpError
-from tapelog.log import decode, looks_like_secret, names_a_secret, redact, register_secret
+from tapelog.log import decode, redact, register_secret
+from tapelog.log._api import looks_like_secret, names_a_secret
 
 __all__ = ["ServerSpec", "load_config", "parse_config", "parse_server_option"]
 

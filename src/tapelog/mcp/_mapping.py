@@ -30,7 +30,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tapelog.log import FrozenDict, encode, encode_str, freeze
+from tapelog.log import encode
+from tapelog.log._api import FrozenDict, encode_str, freeze
 
 __all__ = [
     "canonical_schema",

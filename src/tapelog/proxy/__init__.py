@@ -80,25 +80,11 @@ Driving it from code::
 """
 
 from tapelog._errors import ProxyError
-from tapelog.proxy._app import DEFAULT_MAX_BODY_BYTES, SESSION_HEADER, Proxy
-from tapelog.proxy._index import Match, Point, SessionIndex
-from tapelog.proxy._sessions import PROXY_PREFIX
-from tapelog.proxy._summary import RequestSummary
-from tapelog.proxy._types import ClientRequest, Translated
-from tapelog.proxy._upstream import FORWARDED_HEADERS, Upstream
+from tapelog.proxy._app import Proxy
+from tapelog.proxy._upstream import Upstream
 
 __all__ = [
-    "DEFAULT_MAX_BODY_BYTES",
-    "FORWARDED_HEADERS",
-    "PROXY_PREFIX",
-    "SESSION_HEADER",
-    "ClientRequest",
-    "Match",
-    "Point",
     "Proxy",
     "ProxyError",
-    "RequestSummary",
-    "SessionIndex",
-    "Translated",
     "Upstream",
 ]

@@ -22,7 +22,8 @@ from typing import Any
 from httpx_sse import ServerSentEvent
 
 from tapelog._errors import JsonValueError
-from tapelog.log import decode, encode_trusted
+from tapelog.log import decode
+from tapelog.log._api import encode_trusted
 from tapelog.proxy._types import Family
 
 __all__ = ["AnthropicAnswer", "OpenAIAnswer", "error_body"]

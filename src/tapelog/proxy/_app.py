@@ -38,9 +38,10 @@ from tapelog._errors import (
     SessionLockedError,
     TapelogError,
 )
-from tapelog.checker import check_enabled
-from tapelog.llm import usage_prompt_tokens, wire_for
-from tapelog.log import EpochHeader, decode, encode_trusted, paused_gc, secret_scope
+from tapelog.checker._api import check_enabled
+from tapelog.llm._api import usage_prompt_tokens, wire_for
+from tapelog.log import decode, secret_scope
+from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
@@ -51,7 +52,8 @@ from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family
 from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
-from tapelog.store import SessionStore, validate_session_id
+from tapelog.store import SessionStore
+from tapelog.store._api import validate_session_id
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_HEADER", "Proxy"]
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapelog._errors import ProxyError
-from tapelog.llm import BodyCache, LlmRequest, WireFormat, assemble_message
-from tapelog.log import EpochHeader, Event, FrozenDict, History
+from tapelog.llm import LlmRequest
+from tapelog.llm._api import BodyCache, WireFormat, assemble_message
+from tapelog.log._api import EpochHeader, Event, FrozenDict, History
 from tapelog.proxy._sessions import SessionState
 from tapelog.request import build_request
 

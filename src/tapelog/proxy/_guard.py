@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from tapelog._errors import ProxyError
 from tapelog._loopback import is_loopback_host_header
-from tapelog.log import encode_trusted
+from tapelog.log._api import encode_trusted
 
 __all__ = ["MAX_BODY_DEPTH", "RequestGuard", "nested_too_deeply"]
 

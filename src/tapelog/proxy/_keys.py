@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tapelog._errors import JsonValueError
-from tapelog.log import History, decode, encode_trusted
+from tapelog.log import decode
+from tapelog.log._api import History, encode_trusted
 
 __all__ = ["SurfaceChain", "chain_of", "extend_chain", "loose_key"]
 

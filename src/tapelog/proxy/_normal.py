@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tapelog.log import encode_trusted
+from tapelog.log._api import encode_trusted
 
 __all__ = ["OPAQUE", "Opaque", "first_difference", "normal", "one_text", "text_parts"]
 

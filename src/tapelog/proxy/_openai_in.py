@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
-from tapelog.llm import OpenAIWire
-from tapelog.log import FrozenDict, encode_trusted, freeze
+from tapelog.llm._api import OpenAIWire
+from tapelog.log._api import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
 from tapelog.proxy._normal import Opaque, first_difference, normal, one_text, text_parts
 from tapelog.proxy._types import (

@@ -28,8 +28,9 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tapelog._errors import ProviderError
-from tapelog.llm import AnthropicStreamParser, OpenAIStreamParser, SecretGuard
-from tapelog.log import FrozenDict, has_secrets, redact, scoped_secrets, secret_scope
+from tapelog.llm._api import AnthropicStreamParser, OpenAIStreamParser, SecretGuard
+from tapelog.log import redact, secret_scope
+from tapelog.log._api import FrozenDict, has_secrets, scoped_secrets
 from tapelog.proxy._answers import error_body
 from tapelog.proxy._exchange import Exchange
 from tapelog.proxy._types import Family

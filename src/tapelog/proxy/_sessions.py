@@ -24,9 +24,9 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tapelog.checker import RequestChecker
-from tapelog.llm import BodyCache
-from tapelog.log import (
+from tapelog.checker._api import RequestChecker
+from tapelog.llm._api import BodyCache
+from tapelog.log._api import (
     Event,
     HeaderRecorder,
     LogFold,

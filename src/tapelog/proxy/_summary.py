@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tapelog.log import EpochHeader, Event, apply_header_delta, diff_header, header_from_json
+from tapelog.log._api import EpochHeader, Event, apply_header_delta, diff_header, header_from_json
 
 __all__ = ["RequestSummary", "header_changes"]
 

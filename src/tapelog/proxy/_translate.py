@@ -41,15 +41,9 @@ from hashlib import blake2b
 from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
-from tapelog.cache import wire_profile_named
-from tapelog.llm import AnthropicWire, wire_for
-from tapelog.log import (
-    EpochHeader,
-    FrozenDict,
-    FrozenList,
-    encode_trusted,
-    header_from_json,
-)
+from tapelog.cache._api import wire_profile_named
+from tapelog.llm._api import AnthropicWire, wire_for
+from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
 from tapelog.proxy._normal import first_difference

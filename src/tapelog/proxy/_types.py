@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
-from tapelog.cache import ReasoningSendBack
-from tapelog.log import FrozenDict
+from tapelog.cache._api import ReasoningSendBack
+from tapelog.log._api import FrozenDict
 
 __all__ = [
     "ALL_RULES",

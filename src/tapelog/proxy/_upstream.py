@@ -26,8 +26,8 @@ from typing import Final
 from httpx_sse import ServerSentEvent
 
 from tapelog._errors import ProxyError
-from tapelog.llm import ANTHROPIC_VERSION, complete_config, provider_spec
-from tapelog.log import LlmCallConfig
+from tapelog.llm._api import ANTHROPIC_VERSION, complete_config, provider_spec
+from tapelog.log._api import LlmCallConfig
 from tapelog.proxy._types import Family
 
 __all__ = ["FORWARDED_HEADERS", "SseDecoder", "Upstream", "client_secrets", "upstream_headers"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tapelog._errors import LogError
-from tapelog.log import Event, Session, paused_gc
+from tapelog.log._api import Event, Session, paused_gc
 from tapelog.request._request import LlmRequest
 from tapelog.request._walk import trusted_events, walk_requests
 

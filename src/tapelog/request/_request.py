@@ -17,7 +17,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from tapelog.log import (
+from tapelog.log._api import (
     EpochHeader,
     FrozenDict,
     FrozenList,

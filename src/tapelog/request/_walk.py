@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tapelog._errors import LogError, TapelogError
-from tapelog.log import (
+from tapelog.log._api import (
     EpochHeader,
     Event,
     HeaderChange,

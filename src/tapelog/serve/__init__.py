@@ -11,22 +11,8 @@ Importing this package imports Starlette (the web stack); the library's other
 packages never import it.
 """
 
-from tapelog.serve._app import create_app, source_for
-from tapelog.serve._index import Row, SessionIndex
-from tapelog.serve._jsonl_source import JsonlSource
-from tapelog.serve._pg_source import PostgresSource
-from tapelog.serve._source import Audited, Entry, Source
-from tapelog.serve._summary import Summary
+from tapelog.serve._app import create_app
 
 __all__ = [
-    "Audited",
-    "Entry",
-    "JsonlSource",
-    "PostgresSource",
-    "Row",
-    "SessionIndex",
-    "Source",
-    "Summary",
     "create_app",
-    "source_for",
 ]

@@ -44,7 +44,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tapelog._errors import InvalidSessionIdError, LogError, SessionNotFoundError, TapelogError
 from tapelog._loopback import is_loopback_host_header
-from tapelog.audit import ReportWindow, Timeline, encode_request, report_assets
+from tapelog.audit import encode_request
+from tapelog.audit._api import ReportWindow, Timeline, report_assets
 from tapelog.log import encode
 from tapelog.serve._diff_page import diff_html
 from tapelog.serve._index import SessionIndex
@@ -54,7 +55,8 @@ from tapelog.serve._pages import PER_PAGE, ListQuery, page, pct, sessions_html
 from tapelog.serve._pg_source import PostgresSource
 from tapelog.serve._session_page import LiveLinks, session_html
 from tapelog.serve._source import Source
-from tapelog.store import JsonlStore, PostgresStore, SessionStore, validate_session_id
+from tapelog.store import JsonlStore, PostgresStore, SessionStore
+from tapelog.store._api import validate_session_id
 
 __all__ = ["create_app"]
 

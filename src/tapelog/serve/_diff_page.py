@@ -15,15 +15,13 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any, Final
 
-from tapelog.audit import (
+from tapelog.audit import RequestDiff, encode_request, request_diff
+from tapelog.audit._api import (
     HeaderDiff,
     ReportWindow,
-    RequestDiff,
     edit_sentence,
-    encode_request,
     header_sentence,
     message_html,
-    request_diff,
 )
 from tapelog.log import encode
 from tapelog.request import LlmRequest

@@ -34,7 +34,8 @@ from typing import BinaryIO
 from tapelog._errors import CorruptLogError, InvalidSessionIdError
 from tapelog.serve._source import Entry, Followed, Source
 from tapelog.serve._summary import Summary
-from tapelog.store import JsonlStore, read_session_bytes, validate_session_id
+from tapelog.store import JsonlStore
+from tapelog.store._api import read_session_bytes, validate_session_id
 
 __all__ = ["JsonlSource", "held_flocks"]
 

@@ -27,9 +27,12 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tapelog._errors import CorruptLogError
-from tapelog.audit import CacheReport, ReportParts, cache_report
-from tapelog.log import Event, Session, decode, encode_trusted, event_from_json
-from tapelog.request import WalkedRequest, walk_requests
+from tapelog.audit import CacheReport, cache_report
+from tapelog.audit._api import ReportParts
+from tapelog.log import decode
+from tapelog.log._api import Event, Session, encode_trusted, event_from_json
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest
 from tapelog.serve._source import Followed, Source
 from tapelog.serve._summary import FOLDED_TYPES, Summary
 

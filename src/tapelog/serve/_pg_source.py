@@ -28,7 +28,8 @@ from tapelog._errors import CorruptLogError, StoreError
 from tapelog.log import redact
 from tapelog.serve._source import Entry, Followed, Source
 from tapelog.serve._summary import Summary, envelope
-from tapelog.store import PostgresStore, read_session_bytes, validate_session_id
+from tapelog.store import PostgresStore
+from tapelog.store._api import read_session_bytes, validate_session_id
 
 if TYPE_CHECKING:
     from psycopg import Connection

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Final
 
-from tapelog.audit import ReportLinks, ReportWindow, report_html, report_parts, report_windows
+from tapelog.audit import report_html
+from tapelog.audit._api import ReportLinks, ReportWindow, report_parts, report_windows
 from tapelog.log import encode
 from tapelog.serve._live import LiveSession
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog.log import Session
+from tapelog.log._api import Session
 from tapelog.serve._summary import Summary
 from tapelog.store import SessionStore
 

@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
-from tapelog.llm import usage_prompt_tokens
-from tapelog.log import SESSION_FORMAT_VERSION, decode
+from tapelog.llm._api import usage_prompt_tokens
+from tapelog.log import decode
+from tapelog.log._api import SESSION_FORMAT_VERSION
 
 __all__ = ["FOLDED_TYPES", "Summary", "envelope", "line_type"]
 

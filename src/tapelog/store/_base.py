@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from tapelog._errors import StoreError, UndigestedEventsError, UnstoredEventsError
-from tapelog.log import Event, Session
+from tapelog.log._api import Event, Session
 from tapelog.store._reserve import Reservation
 
 __all__ = [

@@ -31,14 +31,13 @@ from tapelog._errors import (
     LogError,
     StoreError,
 )
-from tapelog.log import (
+from tapelog.log import decode, encode
+from tapelog.log._api import (
     SESSION_FORMAT_VERSION,
     Event,
     RuleBreaks,
     Session,
     SessionInfo,
-    decode,
-    encode,
     encode_trusted,
     event_from_json,
 )
@@ -427,7 +426,7 @@ def replay_events(
     """Replay scanned events (lines 2, 3, ...) into a Session, naming the bad line.
 
     ``Session.from_info`` validates contiguity, payloads, surface ops, the
-    header fold and the structural rules (:class:`tapelog.log.LogRules`)
+    header fold and the structural rules (:class:`tapelog.log._rules.LogRules`)
     exactly as live appends; this only adds where it happened. ``rule_breaks``
     (for ``verify``) is told of each structural break instead.
     """

@@ -37,7 +37,7 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import Session, paused_gc
+from tapelog.log._api import Session, paused_gc
 from tapelog.store._base import (
     LoadedSession,
     SessionStore,

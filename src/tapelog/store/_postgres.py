@@ -44,7 +44,8 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import SESSION_FORMAT_VERSION, Session, SessionInfo, register_secret
+from tapelog.log import register_secret
+from tapelog.log._api import SESSION_FORMAT_VERSION, Session, SessionInfo
 from tapelog.store._base import (
     LoadedSession,
     SessionStore,

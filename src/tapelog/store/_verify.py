@@ -9,7 +9,7 @@ error, after which nothing further can be judged.
 
 The structural rules (turns and steps nest, tool calls are answered before
 the next request, a fork's seed ends with its ``session/end-seed``) are
-:class:`tapelog.log.LogRules`, which ``load`` and every append keep too; here
+:class:`tapelog.log._rules.LogRules`, which ``load`` and every append keep too; here
 the replay reports every event that breaks one (and carries on past it)
 rather than stopping at the first. Beyond what ``load`` checks, ``verify``
 also checks what only the whole log or its bytes can tell:
@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tapelog._errors import CorruptLogError, LogError
-from tapelog.log import (
+from tapelog.log._api import (
     Event,
     Session,
     SessionInfo,
@@ -241,7 +241,7 @@ def _left_unanswered(session: Session) -> list[Problem]:
     the next request would be refused, unless repair on resume answers them, or
     the turn handed them to a client whose next request brings their results:
     the rules name the logged calls whose step ended so
-    (:meth:`tapelog.log.LogRules.handed_over`), and a log of an older proxy,
+    (:meth:`tapelog.log._rules.LogRules.handed_over`), and a log of an older proxy,
     which logged no ``tool/call``, ended such a turn ``tool_calls``."""
     asked = session.rules.ledger.asked()
     if not asked:

@@ -1,0 +1,34 @@
+"""The report's views and row types that ``tapelog serve``, the CLI and the export reuse
+(internal: docs/architecture.md).
+"""
+
+from tapelog.audit._cache_report import CacheTotals, RequestCache
+from tapelog.audit._diff import HeaderDiff
+from tapelog.audit._report_html import (
+    ReportParts,
+    ReportWindow,
+    report_assets,
+    report_parts,
+    report_windows,
+)
+from tapelog.audit._report_links import ReportLinks
+from tapelog.audit._report_timeline import Timeline
+from tapelog.audit._report_views import header_change, message_html
+from tapelog.audit._sentences import edit_sentence, header_sentence
+
+__all__ = [
+    "CacheTotals",
+    "HeaderDiff",
+    "ReportLinks",
+    "ReportParts",
+    "ReportWindow",
+    "RequestCache",
+    "Timeline",
+    "edit_sentence",
+    "header_change",
+    "header_sentence",
+    "message_html",
+    "report_assets",
+    "report_parts",
+    "report_windows",
+]

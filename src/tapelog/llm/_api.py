@@ -1,0 +1,46 @@
+"""The wires, stream parsers, provider look-ups and usage helpers that the agent, the
+checkers, the proxy and the CLI share (internal: docs/architecture.md).
+"""
+
+from tapelog.llm._anthropic_stream import AnthropicStreamParser
+from tapelog.llm._anthropic_wire import AnthropicWire
+from tapelog.llm._assemble import assemble_message
+from tapelog.llm._clients import ANTHROPIC_VERSION
+from tapelog.llm._http import resolve_api_key
+from tapelog.llm._in_process import register_in_process_transport
+from tapelog.llm._openai_stream import OpenAIStreamParser
+from tapelog.llm._openai_wire import OpenAIWire
+from tapelog.llm._pieces import BodyCache
+from tapelog.llm._provider_registry import (
+    complete_config,
+    default_model,
+    known_providers,
+    provider_spec,
+)
+from tapelog.llm._registry import client_wire, wire_for, wire_named
+from tapelog.llm._secret_guard import SecretGuard
+from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "AbortHandle",
+    "AnthropicStreamParser",
+    "AnthropicWire",
+    "BodyCache",
+    "OpenAIStreamParser",
+    "OpenAIWire",
+    "SecretGuard",
+    "WireFormat",
+    "assemble_message",
+    "client_wire",
+    "complete_config",
+    "default_model",
+    "estimate_tokens",
+    "known_providers",
+    "provider_spec",
+    "register_in_process_transport",
+    "resolve_api_key",
+    "usage_prompt_tokens",
+    "wire_for",
+    "wire_named",
+]
