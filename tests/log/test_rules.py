@@ -370,3 +370,18 @@ def test_single_mutations_that_break_nesting_or_pairing_are_refused(
         del mutated[data.draw(st.sampled_from(answered))]
     with pytest.raises(LogError):
         _load(mutated)
+
+
+def test_a_fork_seed_without_its_end_seed_is_refused_on_load_and_reported_by_verify(
+    tmp_path: Path,
+) -> None:
+    child = unruly(Session("child", created=1, parent="p", seed_length=1, clock=lambda: 1))
+    _append_all(child, [_user(), _ev("turn/start", turn=1)])
+    says = "this turn/start is not the session/end-seed a fork logs after its seed"
+    with pytest.raises(LogError, match=f"^seq 1: .*{re.escape(says)}"):
+        Session.from_info(child.info, child.events)
+    (tmp_path / "child.jsonl").write_bytes(_bytes(child))
+    with pytest.raises(CorruptLogError, match=f"^.*line 3: seq 1: .*{re.escape(says)}"):
+        JsonlStore(tmp_path).load("child")
+    problems = [str(p) for p in verify_jsonl(_bytes(child), expected_id="child").problems]
+    assert any(p.startswith("line 3 (seq 1): ") and says in p for p in problems)
