@@ -10,8 +10,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -200,5 +202,34 @@ def test_a_store_that_cannot_be_read_is_one_sentence() -> None:
     with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         response = client.get("/")
     assert response.status_code == 503
-    assert "could not list the sessions in the store" in response.text
+    # the store's own sentence (the server reads it through the port only)
+    assert "could not connect to the store" in response.text
+    assert "check the connection string and the server" in response.text
     assert "sekrit-pass" not in response.text
+
+
+def test_the_sessions_page_audits_every_small_session_it_shows_however_slow_the_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's audit budget is work (events), not wall time: on a loaded
+    machine a page of small sessions still shows every efficiency at once."""
+    logs = [HandLog(f"small-{k}", created=TIME + k) for k in range(4)]
+    for log in logs:
+        log.ask("a", "b")
+    write_store(tmp_path, *logs)
+    import tapelog.serve._index as index_module
+
+    real = index_module.cache_report
+
+    def slow(session: Any) -> Any:
+        time.sleep(0.2)  # a machine under load
+        return real(session)
+
+    monkeypatch.setattr(index_module, "cache_report", slow)
+    with TestClient(create_app(JsonlStore(tmp_path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/").text
+    assert "cache efficiency audited for" not in page
+    for log in logs:
+        efficiency = cache_report(log.session).totals.efficiency
+        cell = f'data-col="efficiency">{100 * efficiency:.0f}%</td>'
+        assert cell in page.split(f'data-id="{log.session.id}"')[1].split("</tr>")[0]

@@ -17,15 +17,14 @@ import pytest
 
 from tapelog.audit import cache_report
 from tapelog.serve._index import Row, SessionIndex
-from tapelog.serve._jsonl_source import JsonlSource
-from tapelog.serve._summary import Summary
 from tapelog.store import JsonlStore
+from tapelog.store._api import Folded
 
 from ._helpers import TIME, HandLog, write_store
 
 
 def _index(root: Path, path: Path | None = None) -> SessionIndex:
-    return SessionIndex(JsonlSource(JsonlStore(root)), path)
+    return SessionIndex(JsonlStore(root), path)
 
 
 def _by_id(rows: list[Row]) -> dict[str, Row]:
@@ -34,16 +33,16 @@ def _by_id(rows: list[Row]) -> dict[str, Row]:
 
 @pytest.fixture
 def folded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many log lines each fold was given (a spy on ``Summary.lines``)."""
+    """How many log lines each fold was given (a spy on the store's ``Folded.extend``)."""
     calls: list[int] = []
-    original = Summary.lines
+    original = Folded.extend
 
-    def spy(self: Summary, lines: Any, *, counted: bool = True) -> None:
+    def spy(self: Folded[Any], lines: Any, *, counted: bool = True) -> None:
         lines = list(lines)
         calls.append(len(lines))
         original(self, lines, counted=counted)
 
-    monkeypatch.setattr(Summary, "lines", spy)
+    monkeypatch.setattr(Folded, "extend", spy)
     return calls
 
 
@@ -73,7 +72,7 @@ def test_rows_agree_with_the_cache_audit_unsent_steps_included(tmp_path: Path) -
     write_store(tmp_path, plain, failing)
     index = _index(tmp_path)
     rows = _by_id(index.rows())
-    index.audit(["plain", "failing"], budget=60)
+    index.audit(["plain", "failing"], events=10**9)
     rows = _by_id(index.rows(refresh=False))
     for session_id, row in rows.items():
         totals = cache_report(JsonlStore(tmp_path).load(session_id).session).totals
@@ -151,7 +150,7 @@ def test_an_edit_behind_a_grown_log_is_caught_by_the_audit(tmp_path: Path) -> No
     index.rows()
     data = path.read_bytes().replace(b"the answer", b"THE ANSWER")
     path.write_bytes(data + b'{"seq":99')  # grown (a torn line), the tail intact
-    index.audit(["grown"], budget=60)
+    index.audit(["grown"], events=10**9)
     row = _by_id(index.rows())["grown"]
     assert row.status == "damaged"
     assert "digest does not match" in (row.error or "")
@@ -167,7 +166,7 @@ def test_a_restart_reads_the_index_file_and_checks_every_entry(
     write_store(root, *logs)
     first = _index(root, path)
     first.rows()
-    first.audit(["s0", "s1", "s2"], budget=60)
+    first.audit(["s0", "s1", "s2"], events=10**9)
     first.close()
     assert path.stat().st_mode & 0o777 == 0o600
     folded.clear()
@@ -242,7 +241,7 @@ def test_an_unreadable_session_is_listed_as_damaged(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes().replace(b"the answer", b"THE ANSWER"))
     index = _index(tmp_path)
     index.rows()
-    index.audit(["good", "tampered"], budget=60)
+    index.audit(["good", "tampered"], events=10**9)
     rows = _by_id(index.rows(refresh=False))
     assert rows["good"].status == "ended"
     assert rows["garbage"].status == "damaged"
@@ -250,3 +249,36 @@ def test_an_unreadable_session_is_listed_as_damaged(tmp_path: Path) -> None:
     assert "never started" in (rows["never"].error or "")
     assert rows["tampered"].status == "damaged"
     assert "digest" in (rows["tampered"].error or "")
+
+
+def test_a_step_cut_before_its_first_header_counts_as_the_walk_counts_it(tmp_path: Path) -> None:
+    """The list's request count is the walk's (one StepFold), also for a step
+    open at the end of the log: without any request header it never left; once
+    its header is logged it did (and a later step/end sent:false takes it back)."""
+    from tapelog import Session
+    from tapelog.request import walk_requests
+
+    store = JsonlStore(tmp_path)
+    session = Session("cut", created=TIME)
+    writer = store.create(session)
+    session.append("turn/start", {"turn": 0})
+    user = {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}}
+    session.append("user/message", user, surface_op="append")
+    session.append("step/start", {"turn": 0, "step": 0})
+    writer.flush()
+    index = _index(tmp_path)
+
+    def counts() -> tuple[int, int]:
+        walked = list(walk_requests(store.load("cut").session))
+        return _by_id(index.rows())["cut"].summary.requests, len(walked)
+
+    assert counts() == (0, 0)
+    log = HandLog("cut")
+    log.session = session
+    log.header()  # the request/header the loop logs right after step/start
+    writer.flush()
+    assert counts() == (1, 1)
+    error = {"type": "ReconstructionError", "message": "refused"}
+    session.append("step/end", {"turn": 0, "step": 0, "sent": False, "error": error})
+    writer.close()
+    assert counts() == (0, 0)

@@ -19,9 +19,8 @@ from store.test_postgres import drop_schema, pg_conninfo, schema_for
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.serve import create_app
 from tapelog.serve._index import SessionIndex
-from tapelog.serve._pg_source import PostgresSource
-from tapelog.serve._summary import Summary
 from tapelog.store import PostgresStore
+from tapelog.store._api import Folded
 
 from ._helpers import HandLog, demo_sessions, served, tapelog
 from ._views import check_chart, check_diff, check_list, check_live, check_without_script
@@ -107,16 +106,15 @@ def test_the_index_folds_only_new_rows_and_sees_the_write_lock(
     with store.create(log.session) as writer:
         writer.checkpoint()
     folded: list[int] = []
-    original = Summary.lines
+    original = Folded.extend
 
-    def spy(self: Summary, lines: Any, *, counted: bool = True) -> None:
+    def spy(self: Folded[Any], lines: Any, *, counted: bool = True) -> None:
         lines = list(lines)
         folded.append(len(lines))
         original(self, lines, counted=counted)
 
-    monkeypatch.setattr(Summary, "lines", spy)
-    source, other = PostgresSource(store), PostgresSource(store)
-    index = SessionIndex(source, tmp_path / "index")
+    monkeypatch.setattr(Folded, "extend", spy)
+    index = SessionIndex(store, tmp_path / "index")
     rows = {r.id: r for r in index.rows()}
     assert rows["grows-pg"].status == "ended"
     session, writer = store.open("grows-pg")
@@ -135,11 +133,7 @@ def test_the_index_folds_only_new_rows_and_sees_the_write_lock(
         assert "grows-pg" not in index.pending()  # a held session is not audited
     finally:
         writer.close()
-    try:
-        row = {r.id: r for r in index.rows()}["grows-pg"]
-        assert row.status == "ended"
-        fresh = {r.id: r for r in SessionIndex(other).rows()}["grows-pg"]
-        assert row.summary == fresh.summary
-    finally:
-        source.close()
-        other.close()
+    row = {r.id: r for r in index.rows()}["grows-pg"]
+    assert row.status == "ended"
+    fresh = {r.id: r for r in SessionIndex(store).rows()}["grows-pg"]
+    assert row.summary == fresh.summary

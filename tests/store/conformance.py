@@ -29,6 +29,8 @@ from tapelog.log._api import repair_interrupted
 from tapelog.log._events import EVENT_TYPES
 from tapelog.store import SessionStore
 
+from .conformance_follow import FollowConformance
+
 
 def full_session(session_id: str = "full-1") -> Session:
     """A valid session that uses every event type (and a replace of each kind)."""
@@ -120,7 +122,7 @@ def lines_of(session: Session) -> list[bytes]:
     return [event.encode() for event in session.events]
 
 
-class StoreConformance:
+class StoreConformance(FollowConformance):
     """Subclass as ``Test<Backend>`` and implement the two hooks below."""
 
     def make_store(self, tmp_path: Path) -> SessionStore:

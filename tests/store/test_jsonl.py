@@ -311,3 +311,35 @@ def test_sigkill_mid_write_keeps_every_flushed_event(store: JsonlStore) -> None:
     with writer:
         one_turn(resumed, 10_000)
     assert store.load("crash").warnings == ()
+
+
+def test_a_follower_never_hands_out_a_torn_line_and_hands_out_the_line_that_completes_it(
+    store: JsonlStore,
+) -> None:
+    session = Session("torn-follow", created=5)
+    store.create(session).close()
+    one_turn(session)
+    path = store.path(session.id)
+    lines = lines_of(session)
+    with store.follow(session.id, 0) as follower:
+        with open(path, "ab") as f:
+            f.write(lines[0] + b"\n" + lines[1][:10])
+        assert follower.poll() == [lines[0]]
+        with open(path, "ab") as f:
+            f.write(lines[1][10:] + b"\n")
+        assert follower.poll() == [lines[1]]
+
+
+def test_a_follower_refuses_a_file_rewritten_since_it_was_read(store: JsonlStore) -> None:
+    session = Session("rewritten", created=5)
+    with store.create(session) as writer:
+        one_turn(session)
+        writer.flush()
+    path = store.path(session.id)
+    follower = store.follow(session.id, len(session))
+    copy = path.with_name("copy.tmp")
+    copy.write_bytes(path.read_bytes())
+    os.replace(copy, path)  # the same bytes, another file
+    with pytest.raises(StoreError, match="rewritten or cut since it was read; load it again"):
+        follower.poll()
+    follower.close()

@@ -465,3 +465,25 @@ def test_a_killed_writer_releases_the_lock_and_keeps_what_it_flushed(
         assert [e.type for e in resumed.events] == ["turn/start", "log/digest"]
         resumed.append("turn/end", {"turn": 0, "reason": {"kind": "interrupted"}})
     assert len(store.load("shared").session) == 4  # and the digest of each flush
+
+
+def test_a_follower_queries_rows_only_when_a_flush_notifies_it(store: PostgresStore) -> None:
+    """LISTEN/NOTIFY, not polling: polls between flushes send nothing to the server."""
+    session = Session("notified", created=5)
+    with store.create(session) as writer, store.follow(session.id, len(session)) as follower:
+        assert follower.poll() == []  # the first read queries once
+        sent: list[object] = []
+        execute = follower._conn.execute  # type: ignore[attr-defined]
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            sent.append(args[0])
+            return execute(*args, **kwargs)
+
+        follower._conn.execute = counted  # type: ignore[attr-defined]
+        for _ in range(50):
+            assert follower.poll() == []
+        assert sent == []
+        one_turn(session)
+        writer.flush()
+        assert follower.poll(timeout=5) == lines_of(session)
+        assert len(sent) == 1

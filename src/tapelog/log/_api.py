@@ -33,7 +33,6 @@ from tapelog.log._redact import REDACTED, has_secrets, scoped_secrets, secret_pr
 from tapelog.log._repair import answer_open_calls, plan_repair, repair_interrupted
 from tapelog.log._secret_shape import looks_like_secret, names_a_secret
 from tapelog.log._session import RuleBreaks, Session, SessionEvents, SessionInfo, new_session_id
-from tapelog.log._step import HeaderChange, fold_step
 
 __all__ = [
     "REDACTED",
@@ -42,7 +41,6 @@ __all__ = [
     "Event",
     "FrozenDict",
     "FrozenList",
-    "HeaderChange",
     "HeaderRecorder",
     "History",
     "LlmCallConfig",
@@ -65,7 +63,6 @@ __all__ = [
     "event_from_json",
     "fold_header_event",
     "fold_request_header",
-    "fold_step",
     "freeze",
     "freeze_faithful",
     "freeze_trusted",

@@ -33,14 +33,11 @@ from tapelog._errors import LogError, TapelogError
 from tapelog.log._api import (
     EpochHeader,
     Event,
-    HeaderChange,
     History,
     LogFold,
     Session,
     SessionEvents,
-    chunk_kind,
     fold_header_event,
-    fold_step,
 )
 from tapelog.request._request import (
     LlmRequest,
@@ -48,6 +45,7 @@ from tapelog.request._request import (
     compaction_inputs,
     summary_request,
 )
+from tapelog.request._step import HEADER_TYPES, HeaderChange, StepFold
 
 __all__ = [
     "HeaderChange",
@@ -57,8 +55,6 @@ __all__ = [
     "trusted_events",
     "walk_requests",
 ]
-
-_HEADER = frozenset({"request/header", "request/header-delta"})
 
 
 @contextmanager
@@ -155,43 +151,13 @@ def trusted_events(
     return Session.from_events(source, id=session_id).events
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    header: EpochHeader | None
-    header_seqs: tuple[int, ...]
-    changes: tuple[HeaderChange, ...]
-    message: Event | None
-    failed_attempts: int
-    sent: bool
-
-
-def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> _Step:
-    """Look ahead through one step: its header events (:func:`fold_step`, the
-    rule the pre-send checker keeps too), answer, failed attempts, end."""
-    step = fold_step(events, start.seq, folded)
-    header, changes = step.header, step.changes
-    seqs = tuple(change.event.seq for change in changes)
-    message: Event | None = None
-    failed = 0
-    sent = True
-    for seq in range(step.stop, len(events)):
-        event = events[seq]
-        etype = event.type
-        if etype == "step/start" or etype == "turn/start":
+def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> StepFold:
+    """Look ahead through one step (its header events, answer, failed attempts, end)."""
+    step = StepFold(start.seq, folded)
+    for seq in range(start.seq + 1, len(events)):
+        if not step.feed(events[seq]) or step.closed:
             break
-        if etype == "assistant/message":
-            message = event
-        elif etype == "assistant/chunk" and chunk_kind(event) == "error":
-            failed += 1
-        elif etype == "step/end":
-            sent = event.data.get("sent") is not False
-            break
-    else:
-        # Open at the end of the log (still running, or cut by a crash that
-        # repair closes): a request is only built from a logged header, so
-        # without one it has not left (repair then logs "sent": false).
-        sent = header is not None
-    return _Step(header, seqs, changes, message, failed, sent)
+    return step
 
 
 def _one_shot_sent(events: Sequence[Event], start: Event) -> bool:
@@ -227,7 +193,7 @@ class _Walker:
         walked: WalkedRequest | None = None
         if etype == "step/start":
             walked = self._step(event)
-        elif etype in _HEADER and event.seq not in self.consumed:
+        elif etype in HEADER_TYPES and event.seq not in self.consumed:
             after = fold_header_event(self.fold.header, event)
             assert after is not None
             self.changes.append(HeaderChange(event, self.fold.header, after))
@@ -267,7 +233,7 @@ class _Walker:
             turn=data["turn"],
             step=data["step"],
             header=step.header,
-            header_seqs=step.header_seqs,
+            header_seqs=tuple(step.header_seqs),
             changes=(*self.changes, *step.changes),
             message=step.message,
             failed_attempts=step.failed_attempts,

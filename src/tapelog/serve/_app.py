@@ -49,18 +49,16 @@ from tapelog.audit._api import ReportWindow, Timeline, report_assets
 from tapelog.log import encode
 from tapelog.serve._diff_page import diff_html
 from tapelog.serve._index import SessionIndex
-from tapelog.serve._jsonl_source import JsonlSource
-from tapelog.serve._live import LiveSession, LiveSessions, StaleLog
+from tapelog.serve._live import LiveSession, LiveSessions
 from tapelog.serve._pages import PER_PAGE, ListQuery, page, pct, sessions_html
-from tapelog.serve._pg_source import PostgresSource
 from tapelog.serve._session_page import LiveLinks, session_html
-from tapelog.serve._source import Source
-from tapelog.store import JsonlStore, PostgresStore, SessionStore
+from tapelog.store import SessionStore
 from tapelog.store._api import validate_session_id
 
 __all__ = ["create_app"]
 
-_AUDIT_BUDGET_S: Final = 0.15
+_AUDIT_EVENTS: Final = 20_000
+"""Events a sessions page audits at most itself (the rest: the background auditor)."""
 _POLL_S: Final = 0.25
 _KEEPALIVE_S: Final = 15.0
 _BATCH: Final = 500
@@ -91,15 +89,6 @@ class _Assets:
             "frame-ancestors 'none'"
         )
         return cls(css=css, report_js=report_js, live_js=live_js, csp=csp)
-
-
-def source_for(store: SessionStore) -> Source:
-    """The server's reader of ``store`` (a JSONL directory or PostgreSQL)."""
-    if isinstance(store, JsonlStore):
-        return JsonlSource(store)
-    if isinstance(store, PostgresStore):
-        return PostgresSource(store)
-    raise TypeError(f"tapelog serve reads JSONL and PostgreSQL stores, not {type(store).__name__}")
 
 
 class _Guard:
@@ -144,9 +133,8 @@ class _Server:
     """The app's state and its pages (each sync handler runs in a worker thread)."""
 
     def __init__(self, store: SessionStore, index_path: Path | None) -> None:
-        self.source = source_for(store)
-        self.index = SessionIndex(self.source, index_path)
-        self.lives = LiveSessions(self.source)
+        self.index = SessionIndex(store, index_path)
+        self.lives = LiveSessions(store)
         self.assets = _Assets.load()
 
     def html(self, title: str, body: str, status: int = 200) -> HTMLResponse:
@@ -183,11 +171,11 @@ class _Server:
         start = (min(query.page, max((len(matched) - 1) // PER_PAGE + 1, 1)) - 1) * PER_PAGE
         shown = matched[start : start + PER_PAGE]
         if any(not r.audited for r in shown):
-            self.index.audit([r.id for r in shown], budget=_AUDIT_BUDGET_S)
+            self.index.audit([r.id for r in shown], events=_AUDIT_EVENTS)
             fresh = {r.id: r for r in self.index.rows(refresh=False)}
             shown = [fresh.get(r.id, r) for r in shown]
             matched = [fresh.get(r.id, r) for r in matched]
-        body = sessions_html(matched, shown, query, label=self.source.label, total=len(rows))
+        body = sessions_html(matched, shown, query, label=self.index.label, total=len(rows))
         return self.html("tapelog serve · sessions", body)
 
     def session(self, request: Request) -> Response:
@@ -258,7 +246,7 @@ class _Server:
         while not await request.is_disconnected():
             try:
                 update = await run_in_threadpool(_collect, live, timeline, after, state)
-            except (StaleLog, TapelogError, OSError) as exc:
+            except (TapelogError, OSError) as exc:
                 self.lives.forget(live)
                 message = f"Live updates stopped: {exc}. Reload the page."
                 yield _sse("gone", {"message": message})
@@ -337,7 +325,7 @@ def create_app(store: SessionStore, *, index_path: Path | None = None) -> Starle
             yield
         finally:
             await run_in_threadpool(server.index.close)
-            server.source.close()
+            server.lives.close()
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

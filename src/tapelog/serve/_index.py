@@ -1,14 +1,17 @@
 """The sessions index: one small row per stored session, kept current cheaply.
 
 Drawing the sessions page never replays a log. Each refresh asks the store
-for a version key per session (:mod:`._source`) and folds only what changed:
-an unchanged session costs one ``stat`` (JSONL) or one index probe
-(PostgreSQL); a session that grew is folded from where the last fold stopped.
+for its incremental summaries (:meth:`tapelog.store.SessionStore.summaries`,
+folding each session's :class:`~tapelog.serve._summary.Summary`): an unchanged
+session costs the store one check of its cursor (a ``stat`` or an index
+probe); a session that grew is folded from where the last fold stopped. Which
+sessions are running is the store's answer too (``active_sessions``).
 
 The cache efficiency needs the cache audit's simulation, which costs a load
 and a walk of the whole log, so it is filled in separately: for the sessions
-a page shows (within a time budget per page), then by a background thread
-for the rest, newest first. It is the very :func:`tapelog.audit.cache_report`
+a page shows (up to a number of events per page: a budget of work, so what a
+page shows does not depend on the machine's load), then by a background
+thread for the rest, newest first. It is the very :func:`tapelog.audit.cache_report`
 of ``tapelog cache``, run on the log as the store loads it (every event
 validated, every digest checked), so a session that does not load is marked
 damaged here too. An audit belongs to the number of events it read; when a
@@ -37,13 +40,15 @@ from typing import Final
 from tapelog._errors import TapelogError
 from tapelog.audit import cache_report
 from tapelog.log import decode, encode
-from tapelog.serve._source import Audited, Entry, Source
+from tapelog.serve._entry import Audited, Entry
 from tapelog.serve._summary import Summary
+from tapelog.store import JsonlStore, SessionStore
+from tapelog.store._api import Folded
 
-__all__ = ["Row", "SessionIndex"]
+__all__ = ["Row", "SessionIndex", "store_label"]
 
 _log = logging.getLogger("tapelog.serve")
-_FORMAT: Final = 1
+_FORMAT: Final = 2
 _SAVE_EVERY_S: Final = 5.0
 
 
@@ -64,6 +69,15 @@ class Row:
     @property
     def id(self) -> str:
         return self.summary.id
+
+
+def store_label(store: SessionStore) -> str:
+    """How pages (and the index file) name the store: a JSONL store's directory."""
+    return str(store.root) if isinstance(store, JsonlStore) else repr(store)
+
+
+def _new_summary() -> Summary:
+    return Summary(id="")  # the store's row fills in the id (Summary.stored)
 
 
 def _row(entry: Entry, running: bool) -> Row:
@@ -87,14 +101,15 @@ def _row(entry: Entry, running: bool) -> Row:
 
 
 class SessionIndex:
-    """Rows for every session of ``source`` (see the module docstring).
+    """Rows for every session of ``store`` (see the module docstring).
 
     ``path`` is where the index is kept between runs (``None``: memory only).
     Thread-safe: pages, the background auditor and the live views share it.
     """
 
-    def __init__(self, source: Source, path: Path | None = None) -> None:
-        self._source = source
+    def __init__(self, store: SessionStore, path: Path | None = None) -> None:
+        self._store = store
+        self.label = store_label(store)
         self._path = path
         self._lock = threading.Lock()
         self._entries: dict[str, Entry] = self._read() if path is not None else {}
@@ -112,22 +127,25 @@ class SessionIndex:
         if refresh:
             with self._lock:
                 old = self._entries
-                new = self._source.refresh(old)
-                for session_id, entry in new.items():
-                    before = old.get(session_id)
-                    if entry is not before:
-                        self._dirty = True
-                        if before is not None and entry.audit is None:
-                            entry.audit = before.audit  # stale now, shown as such
+                folded = self._store.summaries({i: e.folded for i, e in old.items()}, _new_summary)
+                new = {i: self._entry(f, old.get(i)) for i, f in folded.items()}
                 self._dirty |= len(new) != len(old)
                 self._entries = new
-            running = self._source.running()
+            running = self._store.active_sessions()
             with self._lock:
                 self._running = running
             self._wake.set()
             self.save(force=False)
         with self._lock:
             return [_row(e, e.summary.id in self._running) for e in self._entries.values()]
+
+    def _entry(self, folded: Folded[Summary], before: Entry | None) -> Entry:
+        if before is not None and folded is before.folded:
+            return before
+        self._dirty = True
+        folded.fold.stored(folded)
+        # an audit of the log as it was is kept, and shown as stale
+        return Entry(folded=folded, audit=None if before is None else before.audit)
 
     def children(self) -> dict[str, list[str]]:
         """Each parent's forks (from the rows as last refreshed), oldest first."""
@@ -159,15 +177,23 @@ class SessionIndex:
 
     # --- the audit ---------------------------------------------------------------
 
-    def audit(self, ids: Iterable[str], *, budget: float) -> None:
-        """Audit those of ``ids`` that need it, until ``budget`` seconds are spent."""
+    def audit(self, ids: Iterable[str], *, events: int) -> None:
+        """Audit those of ``ids`` that need it, in order, as long as the events
+        audited stay within ``events`` (a session that would go over it is left
+        to the background auditor).
+
+        The budget is work, not time: which rows a page shows audited depends on
+        the store alone, never on how loaded the machine is."""
         wanted = set(self.pending())
-        deadline = time.monotonic() + budget
+        with self._lock:
+            sizes = {i: e.summary.events for i, e in self._entries.items() if i in wanted}
+        spent = 0
         for session_id in ids:
-            if time.monotonic() >= deadline:
-                return
-            if session_id in wanted:
-                self._audit_one(session_id)
+            size = sizes.get(session_id)
+            if size is None or spent + size > events:
+                continue
+            spent += size
+            self._audit_one(session_id)
 
     def _audit_one(self, session_id: str) -> None:
         with self._lock:
@@ -176,7 +202,7 @@ class SessionIndex:
             return
         events = entry.summary.events
         try:
-            session = self._source.follow(session_id).session
+            session = self._store.load(session_id).session
             totals = cache_report(session).totals
             audited = Audited(
                 events=len(session),
@@ -244,7 +270,7 @@ class SessionIndex:
             head = decode(lines[0])
         except (OSError, TapelogError):
             return {}
-        if head != {"tapelog_serve_index": _FORMAT, "store": self._source.label}:
+        if head != {"tapelog_serve_index": _FORMAT, "store": self.label}:
             return {}
         entries: dict[str, Entry] = {}
         for line in lines[1:]:
@@ -264,7 +290,7 @@ class SessionIndex:
         with self._lock:
             if not self._dirty or (not force and time.monotonic() - self._saved < _SAVE_EVERY_S):
                 return
-            head = {"tapelog_serve_index": _FORMAT, "store": self._source.label}
+            head = {"tapelog_serve_index": _FORMAT, "store": self.label}
             data = b"\n".join(
                 [encode(head), *(encode(e.to_json()) for e in self._entries.values())]
             )

@@ -1,13 +1,14 @@
 """Sessions the server follows: loaded once, then extended by what is appended.
 
 A :class:`LiveSession` holds one session as the store loads it (every event
-validated, every digest checked) and where its stored form ends. Each
-:meth:`LiveSession.poll` reads only what was appended since (a JSONL file
-from the byte offset after its last complete line, a PostgreSQL store by seq)
-and replays it into the same :class:`~tapelog.log.Session`, through the same
-checks as loading: the line must be the canonical bytes of its event, the
-event must fit the log (``Session.replay``), and each ``log/digest`` must
-match the SHA-256 of every byte before it. So a page or a live update never
+validated, every digest checked) and a :class:`~tapelog.store.Follower` from
+the seq after its last event (the store port's ``follow``: how it learns of a
+flush is the backend's business). Each :meth:`LiveSession.poll` takes only
+what was appended since and replays it into the same
+:class:`~tapelog.log.Session`, through the same checks as loading: the line
+must be the canonical bytes of its event, the event must fit the log
+(``Session.replay``), and each ``log/digest`` must match the SHA-256 of every
+byte before it. So a page or a live update never
 re-reads the whole log, and shows nothing a full load would refuse: a line
 that fails these checks breaks the live view, and the next page load reads
 the log afresh and names the problem.
@@ -20,6 +21,7 @@ server keeps the few sessions looked at last (:class:`LiveSessions`).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import OrderedDict
@@ -33,31 +35,41 @@ from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
-from tapelog.serve._source import Followed, Source
+from tapelog.serve._index import store_label
 from tapelog.serve._summary import FOLDED_TYPES, Summary
+from tapelog.store import SessionStore
+from tapelog.store._api import read_session_bytes
 
-__all__ = ["LiveSession", "LiveSessions", "StaleLog"]
+__all__ = ["LiveSession", "LiveSessions"]
 
 _KEPT: Final = 4
 _PAGES_KEPT: Final = 2
 _STATUS_EVERY_S: Final = 1.0
 
 
-class StaleLog(Exception):
-    """The stored log no longer extends what was read (rewritten or cut): load it again."""
-
-
 class LiveSession:
     """One followed session (see the module docstring). Use it under :attr:`lock`."""
 
-    def __init__(self, source: Source, session_id: str) -> None:
+    def __init__(self, store: SessionStore, session_id: str) -> None:
         self.id = session_id
         self.lock = threading.RLock()
-        self._source = source
-        self._followed: Followed = source.follow(session_id)
+        self._store = store
+        data = store.session_bytes(session_id)  # not found: one sentence
+        source = f"session {session_id} in the store {store_label(store)}"
+        loaded, good = read_session_bytes(data, source=source)
+        if loaded.session.id != session_id:
+            raise CorruptLogError(
+                f"{source}: line 1: the header names session {loaded.session.id!r}", line=1
+            )
+        self._session = loaded.session
+        self.warnings = loaded.warnings
+        # What each log/digest that arrives must match: the bytes stored before it.
+        self._hasher = hashlib.sha256(data[:good])
+        self._stored = good
+        self._follower = store.follow(session_id, len(loaded.session))
         self._summary: Summary | None = None
         self._numbers: dict[int, int] = {}
-        self._open_step: int | None = None
+        self._sent = 0
         self._walked: tuple[int, list[WalkedRequest]] | None = None
         self._audit: tuple[int, CacheReport] | None = None
         self._status: tuple[float, bool] | None = None
@@ -65,24 +77,22 @@ class LiveSession:
 
     @property
     def session(self) -> Session:
-        return self._followed.session
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        return self._followed.warnings
+        return self._session
 
     def poll(self) -> int:
-        """Replay what was appended since the last poll; how many events that was."""
-        lines = self._source.read_new(self.id, self._followed)
-        if lines is None:
-            raise StaleLog(f"session {self.id} was rewritten or cut since it was read")
+        """Replay what was appended since the last poll; how many events that was
+        (:class:`~tapelog.StoreError` when the stored log no longer extends it)."""
+        lines = self._follower.poll()
         for line in lines:
             self._replay(line)
         return len(lines)
 
+    def close(self) -> None:
+        """Stop following (the follower may hold a connection)."""
+        self._follower.close()
+
     def _replay(self, line: bytes) -> None:
-        followed = self._followed
-        session = followed.session
+        session = self._session
         where = f"session {self.id}: seq {len(session)}"
         obj = decode(line, path=where)
         if encode_trusted(obj) != line:
@@ -90,14 +100,14 @@ class LiveSession:
         event = event_from_json(obj, where=where, decoded=True, line=line, canonical=True)
         if event.type == "log/digest" and event.seq >= (session.info.seed_length or 0):
             data = event.data
-            if data["bytes"] != followed.stored or data["sha256"] != followed.hasher.hexdigest():
+            if data["bytes"] != self._stored or data["sha256"] != self._hasher.hexdigest():
                 raise CorruptLogError(
                     f"{where}: the digest does not match the bytes before it (the log was "
                     "changed); load the session again to see where"
                 )
         session.replay(event)
-        followed.hasher.update(line + b"\n")
-        followed.stored += len(line) + 1
+        self._hasher.update(line + b"\n")
+        self._stored += len(line) + 1
         if self._summary is not None:
             self._fold(event)
 
@@ -116,16 +126,16 @@ class LiveSession:
         assert summary is not None
         summary.events = event.seq + 1
         summary.last_time = event.time
-        kind = event.type
-        if kind not in FOLDED_TYPES:
+        if event.type not in FOLDED_TYPES:
             return
-        counted = summary.in_step
-        summary.feed(kind, event.data)
-        if kind == "step/start":
-            self._numbers[event.seq] = summary.requests
-            self._open_step = event.seq
-        elif kind == "step/end" and counted and event.data.get("sent") is False:
-            self._numbers.pop(-1 if self._open_step is None else self._open_step, None)
+        ended = summary.feed(event.type, event.seq, event.data)
+        if ended is not None:
+            if ended.sent:
+                self._sent += 1
+            else:
+                self._numbers.pop(ended.start, None)
+        if event.type == "step/start":
+            self._numbers[event.seq] = self._sent + 1  # its number, if it is sent
 
     def request_number(self, seq: int) -> int | None:
         """The loop request index of the ``step/start`` at ``seq`` (``None``: none sent)."""
@@ -162,7 +172,7 @@ class LiveSession:
         else ``interrupted`` (the log ends inside a turn) or ``ended``."""
         now = time.monotonic()
         if self._status is None or now - self._status[0] > _STATUS_EVERY_S:
-            self._status = (now, self.id in self._source.running([self.id]))
+            self._status = (now, self._store.active(self.id))
         if self._status[1]:
             return "running"
         return "interrupted" if self.summary().open_turn else "ended"
@@ -176,8 +186,8 @@ class LiveSession:
 class LiveSessions:
     """The sessions looked at last, kept loaded (at most four)."""
 
-    def __init__(self, source: Source) -> None:
-        self._source = source
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, LiveSession] = OrderedDict()
         self._loading: dict[str, threading.Lock] = {}
@@ -198,10 +208,12 @@ class LiveSessions:
                         return live
                     except Exception:
                         self.forget(live)
-            live = LiveSession(self._source, session_id)
+            live = LiveSession(self._store, session_id)
             with self._lock:
                 self._kept[session_id] = live
                 while len(self._kept) > _KEPT:
+                    # Not closed: a live update may still follow it; its follower
+                    # (and any connection) goes with the last reference.
                     self._kept.popitem(last=False)
             return live
 
@@ -210,3 +222,13 @@ class LiveSessions:
         with self._lock:
             if self._kept.get(live.id) is live:
                 del self._kept[live.id]
+        with live.lock:
+            live.close()
+
+    def close(self) -> None:
+        """Stop following every kept session."""
+        with self._lock:
+            kept, self._kept = list(self._kept.values()), OrderedDict()
+        for live in kept:
+            with live.lock:
+                live.close()

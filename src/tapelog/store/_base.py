@@ -31,13 +31,15 @@ import errno
 import hashlib
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
 from tapelog._errors import StoreError, UndigestedEventsError, UnstoredEventsError
 from tapelog.log._api import Event, Session
+from tapelog.store._follow import Follower
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import F, Folded
 
 __all__ = [
     "Digest",
@@ -433,3 +435,33 @@ class SessionStore(ABC):
     @abstractmethod
     def list(self) -> builtins.list[SessionSummary]:
         """Every stored session, newest first, without replaying any."""
+
+    # --- readers of running sessions -------------------------------------------
+
+    @abstractmethod
+    def follow(self, session_id: str, since: int) -> Follower:
+        """Follow a stored session: its events from seq ``since`` on (``since``:
+        how many a reader already has), each as soon as a flush stores it.
+
+        Raises :class:`SessionNotFoundError` for no such session, and
+        :class:`StoreError` when fewer than ``since`` events are stored.
+        """
+
+    @abstractmethod
+    def active(self, session_id: str) -> bool:
+        """Whether a writer holds ``session_id`` now: found out without taking
+        its lock (a writer starting at that instant must not be refused)."""
+
+    @abstractmethod
+    def summaries(
+        self, previous: Mapping[str, Folded[F]], new_fold: Callable[[], F]
+    ) -> dict[str, Folded[F]]:
+        """Every stored session's incremental summary (``tapelog.store._summaries``):
+        ``previous``' own where nothing was appended, extended by only the new
+        events where the session grew, folded anew (with ``new_fold()``) where
+        the stored form no longer extends what was folded. Nothing is changed in
+        ``previous``; no session is replayed."""
+
+    @abstractmethod
+    def active_sessions(self) -> set[str]:
+        """Every session a writer holds now (as :meth:`active` says of each)."""

@@ -28,8 +28,8 @@ import errno
 import logging
 import os
 import secrets
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO
 
 from tapelog._errors import (
     CorruptLogError,
@@ -54,8 +54,11 @@ from tapelog.store._format import (
     summarise_session,
 )
 from tapelog.store._ids import validate_session_id
+from tapelog.store._jsonl_follow import JsonlFollower, held_locks
+from tapelog.store._jsonl_summaries import jsonl_summaries, last_line
 from tapelog.store._lock import WriteLock, make_private_dirs
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import F, Folded
 
 __all__ = ["JsonlStore", "JsonlWriter", "read_session_bytes", "read_session_file"]
 
@@ -360,6 +363,26 @@ class JsonlStore(SessionStore):
             )
         return loaded, good_size
 
+    def follow(self, session_id: str, since: int) -> JsonlFollower:
+        return JsonlFollower(session_id, self.locate(session_id), since)
+
+    def summaries(
+        self, previous: Mapping[str, Folded[F]], new_fold: Callable[[], F]
+    ) -> dict[str, Folded[F]]:
+        return jsonl_summaries(self.root, previous, new_fold)
+
+    def active(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        return bool(held_locks([(session_id, self._lock_path(session_id))]))
+
+    def active_sessions(self) -> set[str]:
+        try:
+            with os.scandir(self.root / ".locks") as scan:
+                files = [(i.name[:-5], Path(i.path)) for i in scan if i.name.endswith(".lock")]
+        except OSError:
+            return set()  # no lock was ever taken here
+        return held_locks(files)
+
     def list(self) -> builtins.list[SessionSummary]:
         if not self.root.is_dir():
             return []
@@ -461,27 +484,7 @@ def _summarise(path: Path) -> SessionSummary:
                     message = _never_started_message(session_id, path)
                     return damaged_summary(session_id, size, message)
                 raise CorruptLogError("the header line is incomplete", line=1)
-            last = _last_line(f, start=len(first), size=size)
+            last = last_line(f, start=len(first), size=size, block=_TAIL_BLOCK)
     except Exception as exc:  # one damaged file must not hide the others
         return damaged_summary(session_id, size, f"{exc}; {details}")
     return summarise_session(session_id, first, last, size, details=details)
-
-
-def _last_line(f: BinaryIO, *, start: int, size: int) -> bytes | None:
-    """The last newline-terminated line after byte ``start``, read from the end."""
-    buf = b""
-    pos = size
-    while pos > start:
-        step = min(_TAIL_BLOCK, pos - start)
-        pos -= step
-        f.seek(pos)
-        buf = f.read(step) + buf
-        end = buf.rfind(b"\n")
-        if end == -1:
-            continue
-        begin = buf.rfind(b"\n", 0, end)
-        if begin != -1:
-            return buf[begin + 1 : end]
-        if pos == start:
-            return buf[:end]
-    return None

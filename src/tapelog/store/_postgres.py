@@ -32,10 +32,9 @@ import builtins
 import contextlib
 import hashlib
 import os
-import re
 import socket
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tapelog._errors import (
     CorruptLogError,
@@ -45,7 +44,7 @@ from tapelog._errors import (
     StoreError,
 )
 from tapelog.log import register_secret
-from tapelog.log._api import SESSION_FORMAT_VERSION, Session, SessionInfo
+from tapelog.log._api import Session
 from tapelog.store._base import (
     LoadedSession,
     SessionStore,
@@ -53,69 +52,38 @@ from tapelog.store._base import (
     SessionWriter,
     count_events,
 )
-from tapelog.store._format import header_line, summarise_session
+from tapelog.store._format import header_line
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
 from tapelog.store._pg_secrets import (
     SECRET_PARAMS,
     hide_secrets,
     refuse_split_userinfo,
     written_secrets,
 )
+from tapelog.store._pg_sql import (
+    CHECK,
+    DDL,
+    HOLDER,
+    INSERT_SESSION,
+    LIST,
+    SCHEMA_NAME,
+    first_line,
+    joined_lines,
+    locked_message,
+    session_row,
+    summarise_row,
+)
+from tapelog.store._pg_summaries import pg_summaries
 from tapelog.store._reserve import Reservation
+from tapelog.store._summaries import F, Folded
 
 if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg.sql import Composed
 
 __all__ = ["PostgresStore", "PostgresWriter"]
-
-_SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_APP_NAME: Final = re.compile(r"tapelog pid (\d+) on (.*)")
-_DDL: Final = """
-CREATE SCHEMA IF NOT EXISTS {s};
-CREATE TABLE IF NOT EXISTS {s}.sessions (
-    id text PRIMARY KEY,
-    format_version integer NOT NULL,
-    created bigint NOT NULL,
-    cwd text,
-    parent text,
-    seed_length integer,
-    header bytea NOT NULL
-);
-CREATE TABLE IF NOT EXISTS {s}.events (
-    session_id text NOT NULL REFERENCES {s}.sessions (id),
-    seq integer NOT NULL CHECK (seq >= 0),
-    line bytea NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-"""
-
-# Each summary reads the header, the byte count and the last line (the primary
-# key index finds it) but no other event.
-_LIST: Final = """
-SELECT s.id, s.header, octet_length(s.header) + 1 + coalesce(e.size, 0), last.line
-FROM {s}.sessions s
-LEFT JOIN LATERAL (
-    SELECT sum(octet_length(line) + 1) AS size FROM {s}.events WHERE session_id = s.id
-) e ON true
-LEFT JOIN LATERAL (
-    SELECT line FROM {s}.events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1
-) last ON true
-"""
-
-_INSERT_SESSION: Final = """
-INSERT INTO {s}.sessions (id, format_version, created, cwd, parent, seed_length, header)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
-"""
-
-_HOLDER: Final = """
-SELECT a.application_name, l.pid
-FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-  AND l.classid::bigint = %s AND l.objid::bigint = %s
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-"""
 
 
 class PostgresWriter(SessionWriter):
@@ -168,7 +136,7 @@ class PostgresStore(SessionStore):
                 "the PostgreSQL store needs psycopg 3; install it with "
                 "`pip install 'tapelog[postgres]'`"
             ) from exc
-        if _SCHEMA_NAME.fullmatch(schema) is None:
+        if SCHEMA_NAME.fullmatch(schema) is None:
             raise StoreError(
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 characters from "
                 "A-Z, a-z, 0-9 and '_', not starting with a digit"
@@ -186,7 +154,7 @@ class PostgresStore(SessionStore):
             # a bad percent-escape), and with it any password it holds.
             for secret in self._secrets:
                 register_secret(secret)
-            reason = hide_secrets(_first_line(exc), self._secrets)
+            reason = hide_secrets(first_line(exc), self._secrets)
             raise StoreError(
                 f"invalid PostgreSQL connection string: {reason}; use "
                 "'host=HOST dbname=NAME user=USER' or 'postgresql://USER@HOST/NAME'"
@@ -241,7 +209,7 @@ class PostgresStore(SessionStore):
             ) from exc
         except psycopg.Error as exc:
             # (a secret of one to three characters would garble the server's words)
-            reason = hide_secrets(_first_line(exc), self._secrets, shortest=4)
+            reason = hide_secrets(first_line(exc), self._secrets, shortest=4)
             head = f"could not {action} the store {self._where}: {reason}"
             raise (StoreError(f"{head}; {advice}") if failed is None else failed(head)) from exc
 
@@ -275,8 +243,8 @@ class PostgresStore(SessionStore):
         if row is not None and row[0] is True:
             return
         unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
-        holder = conn.execute(_HOLDER, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
-        raise SessionLockedError(_locked_message(session_id, holder))
+        holder = conn.execute(HOLDER, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
+        raise SessionLockedError(locked_message(session_id, holder))
 
     # --- writing -------------------------------------------------------------
 
@@ -305,7 +273,7 @@ class PostgresStore(SessionStore):
                 with conn.transaction():
                     # Serialise concurrent first uses: CREATE ... IF NOT EXISTS can race.
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(""),))
-                    conn.execute(self._sql(_DDL))
+                    conn.execute(self._sql(DDL))
         self._schema_ready = True
 
     def _insert_events(
@@ -317,6 +285,8 @@ class PostgresStore(SessionStore):
             with cur.copy(copy_sql) as copy:
                 for seq, line in enumerate(lines, start=first_seq):
                     copy.write_row((session_id, seq, line))
+            # Delivered when (and only if) the rows commit: followers read them then.
+            cur.execute("SELECT pg_notify(%s, %s)", (channel(self.schema), session_id))
 
     @contextlib.contextmanager
     def _writer_connection(
@@ -364,7 +334,7 @@ class PostgresStore(SessionStore):
             lines = [event.encode() for event in session.events]
             try:
                 with conn.transaction():
-                    conn.execute(self._sql(_INSERT_SESSION), _session_row(info))
+                    conn.execute(self._sql(INSERT_SESSION), session_row(info))
                     if lines:
                         self._insert_events(conn, info.id, 0, lines)
             except psycopg.errors.UniqueViolation as exc:  # created meanwhile
@@ -490,74 +460,37 @@ class PostgresStore(SessionStore):
                 (session_id,),
                 binary=True,
             ).fetchall()
-        parts = [bytes(header[0])]
-        for index, (seq, line) in enumerate(rows):
-            where = f"{source}: line {index + 2}"
-            if seq != index:
-                raise CorruptLogError(
-                    f"{where}: the events table has seq {seq} where seq {index} belongs "
-                    "(rows are missing)",
-                    line=index + 2,
-                )
-            if b"\n" in line:
-                raise CorruptLogError(
-                    f"{where} (seq {seq}): the stored event contains a newline byte, which "
-                    "canonical event bytes never do",
-                    line=index + 2,
-                )
-            parts.append(bytes(line))
-        return b"\n".join(parts) + b"\n"
+        return joined_lines(source, bytes(header[0]), rows)
+
+    def follow(self, session_id: str, since: int) -> PostgresFollower:
+        validate_session_id(session_id)
+        return PostgresFollower(self, session_id, since)
+
+    def summaries(
+        self, previous: Mapping[str, Folded[F]], new_fold: Callable[[], F]
+    ) -> dict[str, Folded[F]]:
+        return pg_summaries(self, previous, new_fold)
+
+    def active(self, session_id: str) -> bool:
+        validate_session_id(session_id)
+        with self._connect() as conn, self._errors("read the write locks of", advice=CHECK):
+            return self._lock_key(session_id) in held_keys(conn)
+
+    def active_sessions(self) -> set[str]:
+        with self._reading("read the write locks of") as conn:
+            if conn is None:
+                return set()
+            held = held_keys(conn)
+            if not held:
+                return set()
+            ids = [r[0] for r in conn.execute(self._sql("SELECT id FROM {s}.sessions"))]
+        return {i for i in ids if self._lock_key(i) in held}
 
     def list(self) -> builtins.list[SessionSummary]:
         with self._reading("list the sessions in") as conn:
             if conn is None:
                 return []
-            rows = conn.execute(self._sql(_LIST), binary=True).fetchall()
-        summaries = [_summarise(*row) for row in rows]
+            rows = conn.execute(self._sql(LIST), binary=True).fetchall()
+        summaries = [summarise_row(*row) for row in rows]
         summaries.sort(key=lambda s: (s.created or 0, s.id), reverse=True)
         return summaries
-
-
-def _session_row(info: SessionInfo) -> tuple[object, ...]:
-    return (
-        info.id,
-        SESSION_FORMAT_VERSION,
-        info.created,
-        info.cwd,
-        info.parent,
-        info.seed_length,
-        header_line(info),
-    )
-
-
-def _summarise(session_id: str, header: bytes, size: int, last: bytes | None) -> SessionSummary:
-    """A summary from the header and the last event only (as the JSONL store does)."""
-    return summarise_session(
-        session_id,
-        bytes(header),
-        None if last is None else bytes(last),
-        size,
-        details="load the session for details",
-    )
-
-
-def _locked_message(session_id: str, holder: tuple[Any, ...] | None) -> str:
-    prefix = f"session {session_id} is open for writing by"
-    wait = "wait for it to finish or stop it, then try again"
-    app, backend = holder if holder is not None else (None, None)
-    match = _APP_NAME.fullmatch(app or "")
-    if match is None:
-        who = "another connection" if backend is None else f"another connection (backend {backend})"
-        return f"{prefix} {who} to the database; {wait}"
-    pid, host = int(match.group(1)), match.group(2)
-    if pid == os.getpid() and host == socket.gethostname()[: len(host)]:
-        return (
-            f"{prefix} another writer in this process (pid {pid}); "
-            "close that writer before opening the session again"
-        )
-    return f"{prefix} another process (pid {pid} on {host}); {wait}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0].rstrip(".") if text else type(exc).__name__
