@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tapelog import ReconstructionError, Session
+from _unruly import unruly
+from tapelog import LogError, ReconstructionError, Session
 from tapelog.agent import CompactionPolicy
 from tapelog.audit import check_request, rebuild_request_at, rebuild_requests
 from tapelog.checker._api import check_enabled
@@ -105,9 +106,15 @@ def test_check_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert check_enabled() is False
 
 
-def _with_unanswered_calls(session: Session) -> None:
+def _with_unanswered_calls(session: Session, *, enforced: bool = False) -> None:
     """What the old repair left after a torn tool/call line: an assistant message
-    asking for a tool call, then the step and turn closed without its result."""
+    asking for a tool call, then the step and turn closed without its result.
+
+    The session's own rules refuse the next ``step/start`` after it; unless
+    ``enforced``, they are only reported from here on, so the checker's rule
+    (its defence behind them) is what the test meets."""
+    if not enforced:
+        unruly(session)
     turn = sum(1 for e in session.events if e.type == "turn/start")
     session.append("turn/start", {"turn": turn})
     session.append(
@@ -143,6 +150,21 @@ async def test_a_request_with_unanswered_tool_calls_is_refused_before_it_leaves(
     end = [e for e in again.session.events if e.type == "step/end"][-1]
     assert end.data["sent"] is False
     assert "without their results" in end.data["error"]["message"]
+
+
+async def test_the_logs_rules_refuse_the_step_before_the_checker_sees_it() -> None:
+    emulator = Emulator()
+    async with agent_on(emulator) as agent:
+        await agent.run("one")
+    _with_unanswered_calls(agent.session, enforced=True)
+    sent, logged = len(emulator.received), len(agent.session)
+    async with agent_on(emulator, session=agent.session, check=True) as again:
+        with pytest.raises(LogError, match=r"this step's request would hold tool calls without"):
+            await again.run("two")
+    assert len(emulator.received) == sent  # the provider never saw it
+    types = [e.type for e in again.session.events[logged:]]
+    assert types == ["turn/start", "user/message", "turn/end"]  # no step/start was logged
+    assert again.session.events[-1].data["reason"]["kind"] == "error"
 
 
 async def test_a_summary_call_with_unanswered_tool_calls_is_refused_before_it_leaves() -> None:

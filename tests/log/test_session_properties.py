@@ -36,7 +36,10 @@ def _operation(d: st.DataObject, session: Session, n: int) -> tuple[str, dict[st
     """One (type, data, surface_op, source_seqs) that is legal on ``session`` now."""
     surface = session.surface
     tool_nodes = [s for s in surface if session.event(s).type == "tool/result"]
-    kinds = ["user", "context", "assistant", "tool", "chunk"]
+    waiting = [call.call_id for call in session.rules.ledger.open_calls()]
+    kinds = ["user", "context", "assistant", "chunk"]
+    if waiting:  # a result answers a call that waits for one (the log's rules)
+        kinds.append("tool")
     if surface:
         kinds.append("compact")
     if tool_nodes:
@@ -56,7 +59,8 @@ def _operation(d: st.DataObject, session: Session, n: int) -> tuple[str, dict[st
         return "assistant/message", data, "append", None
     if kind == "tool":
         content: Any = d.draw(text | _content)
-        data = {"turn": 0, "step": n, "call_id": f"c{n}", "content": content, "is_error": False}
+        call_id = d.draw(st.sampled_from(waiting))
+        data = {"turn": 0, "step": n, "call_id": call_id, "content": content, "is_error": False}
         return "tool/result", data, "append", None
     if kind == "chunk":
         return "assistant/chunk", {"turn": 0, "step": n, "chunk": {"kind": "text"}}, None, None

@@ -158,7 +158,10 @@ class StoreConformance(FollowConformance):
         assert loaded.session.header == session.header
 
     def test_events_appended_after_create_are_stored(self, store: SessionStore) -> None:
-        session = Session("live-1", parent="p-0", seed_length=0)
+        session = Session("live-1", parent="p-0", seed_length=1)
+        seed = {"content": [{"type": "text", "text": "seed"}], "source": {"kind": "inject"}}
+        session.append("context/message", seed, surface_op="append")
+        session.append("session/end-seed", {"parent": "p-0", "seed_length": 1})
         with store.create(session) as writer:
             one_turn(session)
             assert writer.pending == 3

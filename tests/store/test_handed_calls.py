@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from _unruly import unruly
 from tapelog import Session
 from tapelog.audit import cache_report
 from tapelog.log._api import repair_interrupted
@@ -30,8 +31,11 @@ def _text(text: str) -> list[dict[str, Any]]:
 class ProxyLog:
     """A session written the way the proxy writes one (``step``: its step number)."""
 
-    def __init__(self, *, step: int = 1, calls: bool = True) -> None:
+    def __init__(self, *, step: int = 1, calls: bool = True, damaged: bool = False) -> None:
+        """``damaged``: the log may break the structural rules (for verify to report)."""
         self.s = Session("handed", created=1, clock=lambda: 2)
+        if damaged:
+            unruly(self.s)
         self.step = step
         self.calls = calls
         self.turn = 0
@@ -111,17 +115,20 @@ def test_an_older_proxys_log_without_calls_and_step_0_still_verifies_and_audits(
 
 
 def test_calls_left_open_by_a_turn_that_did_not_hand_them_over_are_reported() -> None:
-    log = ProxyLog()
+    log = ProxyLog(damaged=True)
     log.request(("user", "go"))
     log.answer("c1", end="completed")
     problems = _problems(log)
     # the step's own rule, and the end of the log (whose next request would hold c1)
-    assert "step 1 of turn 1 ends with tool calls that have no result: c1 (seq 5)" in problems[0]
+    assert (
+        "step 1 of turn 1 ended (seq 6) with tool calls that have no result: c1 (seq 5); "
+        "only a turn/end that hands them on" in problems[0]
+    )
     assert all("c1" in p for p in problems)
 
 
 def test_a_handed_call_the_next_request_does_not_answer_is_reported() -> None:
-    log = ProxyLog()
+    log = ProxyLog(damaged=True)
     log.request(("user", "go"))
     log.answer("c1", "c2")
     log.request(("tool", "c1"))  # c2 never came back

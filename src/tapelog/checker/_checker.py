@@ -34,7 +34,7 @@ from tapelog.checker._compare import differences, first_message_difference, mism
 from tapelog.llm._api import BodyCache, WireFormat, wire_for
 from tapelog.log._api import Event, History, LogFold, Session, unanswered_tool_calls
 from tapelog.request import LlmRequest, build_request, summary_request
-from tapelog.request._api import compaction_inputs, rebuild_request_at
+from tapelog.request._api import StepFold, compaction_inputs, rebuild_request_at
 
 __all__ = ["RequestChecker", "check_enabled", "check_request"]
 
@@ -123,7 +123,13 @@ class RequestChecker:
                 f"the history changed after the step/start at seq {anchor}, before its "
                 "request was sent"
             )
-        header = fold.header
+        # The step's header as every audit reads it back: the walk's own step fold
+        # (the one encoding of the step-boundary rule).
+        step = StepFold(anchor, header)
+        for seq in range(anchor + 1, len(events)):
+            if not step.feed(events[seq]):
+                break
+        header = step.header
         if header is None:
             raise ReconstructionError(f"the step at seq {anchor} has no request header")
         rebuilt = build_request(

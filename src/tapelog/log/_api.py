@@ -32,7 +32,7 @@ from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import REDACTED, has_secrets, scoped_secrets, secret_prefix_length
 from tapelog.log._repair import answer_open_calls, plan_repair, repair_interrupted
 from tapelog.log._secret_shape import looks_like_secret, names_a_secret
-from tapelog.log._session import Session, SessionEvents, SessionInfo, new_session_id
+from tapelog.log._session import RuleBreaks, Session, SessionEvents, SessionInfo, new_session_id
 
 __all__ = [
     "REDACTED",
@@ -46,6 +46,7 @@ __all__ = [
     "LlmCallConfig",
     "LogFold",
     "OpenCall",
+    "RuleBreaks",
     "Session",
     "SessionEvents",
     "SessionInfo",

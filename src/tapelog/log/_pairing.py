@@ -52,17 +52,18 @@ class ToolLedger:
     def __init__(self) -> None:
         self._open: dict[str, OpenCall] = {}
 
-    def observe(self, event: Event) -> None:
-        """Fold one event into the ledger."""
+    def observe(self, event: Event, data: Mapping[str, Any] | None = None) -> None:
+        """Fold one event into the ledger; ``data`` is its payload when the caller
+        holds it already (a packed event decodes its line on each access)."""
         etype = event.type
         if etype == "assistant/message":
-            for block in event.data["content"]:
+            for block in (event.data if data is None else data)["content"]:
                 if block["type"] == "tool_call":
                     self._open[block["id"]] = OpenCall(
                         block["id"], block["name"], block["arguments"], event.seq, None
                     )
         elif etype == "tool/call":
-            data = event.data
+            data = event.data if data is None else data
             asked = self._open.get(data["call_id"])
             self._open[data["call_id"]] = OpenCall(
                 data["call_id"],
@@ -72,7 +73,7 @@ class ToolLedger:
                 event,
             )
         elif etype == "tool/result" and event.surface_op == "append":
-            self._open.pop(event.data["call_id"], None)
+            self._open.pop((event.data if data is None else data)["call_id"], None)
 
     def observe_all(self, events: Iterable[Event]) -> ToolLedger:
         for event in events:

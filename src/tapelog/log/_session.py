@@ -45,6 +45,7 @@ from tapelog.log._events import (
 from tapelog.log._fold import History, LogFold
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze
 from tapelog.log._header import EpochHeader, fold_header_event
+from tapelog.log._rules import LogRules
 from tapelog.log._surface import parse_surface_op
 
 __all__ = [
@@ -57,6 +58,9 @@ __all__ = [
 ]
 
 Listener = Callable[[Event], None]
+RuleBreaks = Callable[[Event, LogError], None]
+"""Told of each event that breaks a rule of :class:`LogRules` while replaying
+(``verify`` collects them all rather than stopping at the first)."""
 
 _thread_id = threading.get_ident
 
@@ -169,6 +173,8 @@ class Session:
             seed_length=seed_length,
         )
         self._fold = LogFold()
+        self._rules = LogRules(seed_length=seed_length)
+        self._rule_breaks: RuleBreaks | None = None
         self._events: list[Event] = self._fold.events
         self._surface = self._fold.surface
         self._listeners: list[Listener] = []
@@ -215,6 +221,11 @@ class Session:
     @property
     def replace_generation(self) -> int:
         return self._surface.replace_generation
+
+    @property
+    def rules(self) -> LogRules:
+        """The structural state of the log (open turn, step, tool calls): read it only."""
+        return self._rules
 
     @property
     def header(self) -> EpochHeader | None:
@@ -322,7 +333,7 @@ class Session:
         surface_op: str | Mapping[str, Any] | None,
         source_seqs: Sequence[int] | None,
     ) -> Event:
-        event, header = self._validate(
+        event, header, frozen = self._validate(
             seq=len(self._events),
             time=self._time(),
             etype=type,
@@ -332,7 +343,7 @@ class Session:
         )
         if type in PACKED_TYPES:
             event = _packed(event)
-        self._commit(event, header)
+        self._commit(event, header, frozen)
         self._publish(event)
         return event
 
@@ -355,8 +366,10 @@ class Session:
         surface_op: Any,
         source_seqs: Any,
         event: Event | None = None,
-    ) -> tuple[Event, EpochHeader | None]:
-        """Check one event against the log so far; return it with the header after it.
+    ) -> tuple[Event, EpochHeader | None, FrozenDict]:
+        """Check one event against the log so far (payload, surface op, header
+        fold, then the structural rules); return it with the header after it
+        and its payload.
 
         ``event`` is the already-built event when replaying; it is returned as
         it is when it passes (no second copy on the load path).
@@ -396,24 +409,36 @@ class Session:
         if etype in ("request/header", "request/header-delta"):
             probe = Event(seq=seq, time=time, type=etype, data=frozen)
             header_after = fold_header_event(header_after, probe)
-        if (
+        if not (
             event is not None
             and event.data is frozen
             and event.source_seqs is seqs
             and (surface_op is None or type(surface_op) is str or type(surface_op) is FrozenDict)
         ):
-            return event, header_after
-        return Event(
-            seq=seq,
-            time=time,
-            type=etype,
-            data=frozen,
-            surface_op=None if surface_op is None else freeze(surface_op, path="surface_op"),
-            source_seqs=seqs,
-        ), header_after
+            event = Event(
+                seq=seq,
+                time=time,
+                type=etype,
+                data=frozen,
+                surface_op=None if surface_op is None else freeze(surface_op, path="surface_op"),
+                source_seqs=seqs,
+            )
+        self._check_rules(event, frozen)
+        return event, header_after, frozen
 
-    def _commit(self, event: Event, header: EpochHeader | None) -> None:
+    def _check_rules(self, event: Event, data: Mapping[str, Any]) -> None:
+        """The structural rules (:class:`LogRules`); while replaying for ``verify``
+        a break is reported to it and the event kept, so it can judge the rest."""
+        try:
+            self._rules.check(event, data)
+        except LogError as exc:
+            if self._rule_breaks is None:
+                raise
+            self._rule_breaks(event, exc)
+
+    def _commit(self, event: Event, header: EpochHeader | None, data: Mapping[str, Any]) -> None:
         self._fold.apply_folded(event, header)
+        self._rules.apply(event, data)
 
     def _publish(self, event: Event) -> None:
         if not self._listeners:
@@ -460,14 +485,17 @@ class Session:
         if type(event) is PackedEvent:
             # A packed event touches neither the surface nor the header: its
             # payload is all there is to check.
+            pending = event._unchecked
             try:
                 check_packed(event)
+                data = event.data if pending is None else pending
+                self._check_rules(event, data)
             except LogError as exc:
                 raise type(exc)(f"seq {event.seq}: {exc}") from None
-            self._commit(event, self._fold.header)
+            self._commit(event, self._fold.header, data)
             return
         try:
-            checked, header = self._validate(
+            checked, header, frozen = self._validate(
                 seq=event.seq,
                 time=event.time,
                 etype=event.type,
@@ -480,7 +508,7 @@ class Session:
             raise type(exc)(f"seq {event.seq}: {exc}") from None
         if checked.type in PACKED_TYPES:
             checked = _packed(checked)
-        self._commit(checked, header)
+        self._commit(checked, header, frozen)
 
     # --- projection ----------------------------------------------------------
 
@@ -510,8 +538,13 @@ class Session:
         cwd: str | None = None,
         parent: str | None = None,
         seed_length: int | None = None,
+        rule_breaks: RuleBreaks | None = None,
     ) -> Session:
-        """Rebuild a session from events, validating each as a live append would."""
+        """Rebuild a session from events, validating each as a live append would.
+
+        ``rule_breaks``, if given, is told of each event that breaks a
+        structural rule (:class:`LogRules`) instead of refusing the log: for
+        ``verify``, which reports every break; other errors still raise."""
         session = cls(
             id,
             clock=clock,
@@ -520,13 +553,21 @@ class Session:
             parent=parent,
             seed_length=seed_length,
         )
+        session._rule_breaks = rule_breaks
         for i, raw in enumerate(events):
             event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
             session._replay(event)  # no other thread knows the new session yet
+        session._rule_breaks = None
         return session
 
     @classmethod
-    def from_info(cls, info: SessionInfo, events: Iterable[Event | Mapping[str, Any]]) -> Session:
+    def from_info(
+        cls,
+        info: SessionInfo,
+        events: Iterable[Event | Mapping[str, Any]],
+        *,
+        rule_breaks: RuleBreaks | None = None,
+    ) -> Session:
         """:meth:`from_events` with the identity taken from a :class:`SessionInfo`."""
         return cls.from_events(
             events,
@@ -535,6 +576,7 @@ class Session:
             cwd=info.cwd,
             parent=info.parent,
             seed_length=info.seed_length,
+            rule_breaks=rule_breaks,
         )
 
     def fork(self, at: int, *, id: str | None = None) -> Session:

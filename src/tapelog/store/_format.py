@@ -35,6 +35,7 @@ from tapelog.log import decode, encode
 from tapelog.log._api import (
     SESSION_FORMAT_VERSION,
     Event,
+    RuleBreaks,
     Session,
     SessionInfo,
     encode_trusted,
@@ -419,11 +420,15 @@ def _without_spaces(raw: bytes) -> bytes:
     return bytes(out)
 
 
-def replay_events(info: SessionInfo, events: Sequence[Event]) -> Session:
+def replay_events(
+    info: SessionInfo, events: Sequence[Event], *, rule_breaks: RuleBreaks | None = None
+) -> Session:
     """Replay scanned events (lines 2, 3, ...) into a Session, naming the bad line.
 
-    ``Session.from_info`` validates contiguity, payloads, surface ops and the
-    header fold exactly as live appends; this only adds where it happened.
+    ``Session.from_info`` validates contiguity, payloads, surface ops, the
+    header fold and the structural rules (:class:`tapelog.log._rules.LogRules`)
+    exactly as live appends; this only adds where it happened. ``rule_breaks``
+    (for ``verify``) is told of each structural break instead.
     """
     reached = -1
 
@@ -434,7 +439,7 @@ def replay_events(info: SessionInfo, events: Sequence[Event]) -> Session:
             yield event
 
     try:
-        return Session.from_info(info, feed())
+        return Session.from_info(info, feed(), rule_breaks=rule_breaks)
     except (LogError, JsonValueError) as exc:
         line = reached + 2
         raise CorruptLogError(f"line {line}: {exc}", line=line) from exc

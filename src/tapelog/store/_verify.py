@@ -7,20 +7,13 @@ replays the intact prefix through ``Session`` for the semantic rules
 (contiguity, payloads, surface ops, header fold) up to the first semantic
 error, after which nothing further can be judged.
 
-Beyond what ``load`` checks (a log that loads may still be one no single loop
-wrote), ``verify`` also checks:
+The structural rules (turns and steps nest, tool calls are answered before
+the next request, a fork's seed ends with its ``session/end-seed``) are
+:class:`tapelog.log._rules.LogRules`, which ``load`` and every append keep too; here
+the replay reports every event that breaks one (and carries on past it)
+rather than stopping at the first. Beyond what ``load`` checks, ``verify``
+also checks what only the whole log or its bytes can tell:
 
-* the structure of turns and steps: turns do not overlap, steps lie inside
-  their turn and do not overlap, events logged inside a step carry its turn
-  and step,
-  every ``tool/call`` is answered before its ``step/end`` (unless the turn
-  ends right after that step by handing its calls to a client, ``turn/end``
-  ``tool_calls`` as ``tapelog proxy`` logs it, or by a crash, ``interrupted``:
-  the client sends the results with its next request), and every tool call
-  of an assistant message is answered before the next request (``step/start``
-  or a compaction summary call): two turns run at once on one session
-  interleave and break these (an event of a step logged while no step is open
-  is left alone: hand-written logs do that, and no request depends on it);
 * that no tool call of an assistant message is left without its result at
   the end of the log, unless resuming answers it (the open step a crash left,
   which :func:`tapelog.log.plan_repair` closes: then a note says so) or the
@@ -38,16 +31,13 @@ wrote), ``verify`` also checks:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from tapelog._errors import CorruptLogError, LogError
 from tapelog.log._api import (
     Event,
-    OpenCall,
     Session,
     SessionInfo,
-    ToolLedger,
     paused_gc,
     plan_repair,
 )
@@ -155,14 +145,18 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
     # Replay even under a damaged header: the events can still be judged.
     replay_info = info or SessionInfo(id="unknown", created=0)
     session: Session | None = None
+
+    def rule_broken(event: Event, error: LogError) -> None:
+        problems.append(_problem(event, str(error)))
+
     try:
-        session = replay_events(replay_info, scan.events)
+        session = replay_events(replay_info, scan.events, rule_breaks=rule_broken)
     except CorruptLogError as exc:
         line = exc.line if exc.line is not None else 0
         problems.append(Problem(line=line, seq=line - 2, error=exc))
     requests = None
     if session is not None:
-        problems.extend(_structure(session, info))
+        problems.extend(_left_unanswered(session))
         requests, problem = _walk(session)
         if problem is not None:
             problems.append(problem)
@@ -242,151 +236,17 @@ def _problem(event: Event, message: str) -> Problem:
     return Problem(line=line, seq=event.seq, error=CorruptLogError(text, line=line))
 
 
-_IN_STEP = frozenset({"assistant/chunk", "assistant/message", "tool/call"})
-_HANDED_OVER = frozenset({"tool_calls", "interrupted"})
-"""Turn end reasons after which a step's calls may still wait for their results."""
-
-
-def _hands_over(events: Sequence[Event], seq: int) -> bool:
-    """Whether the step that ends at ``seq`` is the last of a turn that hands its
-    open tool calls to the client (the next event but digests is such a ``turn/end``,
-    or the log ends there: the turn is still open)."""
-    for i in range(seq + 1, len(events)):
-        event = events[i]
-        if event.type != "log/digest":
-            return event.type == "turn/end" and event.data["reason"]["kind"] in _HANDED_OVER
-    return True
-
-
-def _structure(session: Session, info: SessionInfo | None) -> list[Problem]:
-    """How turns, steps and tool calls nest (see the module docstring)."""
-    problems: list[Problem] = []
-    events = session.events
-    seed = info.seed_length if info is not None else None
-    if seed is not None and len(events) > seed and events[seed].type != "session/end-seed":
-        problems.append(
-            _problem(
-                events[seed],
-                f"the header says the first {seed} events are a fork's seed, but this "
-                f"{events[seed].type} is not the session/end-seed a fork logs after its seed",
-            )
-        )
-    turn: tuple[int, int] | None = None  # (turn number, seq of its turn/start)
-    step: tuple[int, int, int] | None = None  # (turn, step, seq of its step/start)
-    calls: dict[str, int] = {}  # tool/call ids of the open step without a result
-    handed: set[str] = set()  # tool/call ids a step handed to the client (proxy)
-    ledger = ToolLedger()  # tool calls of assistant messages without a result
-    for event in events:
-        etype = event.type
-        if etype == "turn/start":
-            number = event.data["turn"]
-            if turn is not None:
-                problems.append(
-                    _problem(
-                        event,
-                        f"turn {number} starts while turn {turn[0]} (seq {turn[1]}) is still "
-                        "open: two turns ran at once on the session, or a turn/end was removed",
-                    )
-                )
-            turn, step, calls = (number, event.seq), None, {}
-        elif etype == "turn/end":
-            number = event.data["turn"]
-            if turn is None:
-                problems.append(_problem(event, f"turn {number} ends, but no turn is open"))
-            elif number != turn[0]:
-                problems.append(
-                    _problem(
-                        event,
-                        f"turn {number} ends, but the open turn is turn {turn[0]} (seq {turn[1]})",
-                    )
-                )
-            if step is not None:
-                problems.append(
-                    _problem(
-                        event,
-                        f"turn {number} ends while its step {step[1]} (seq {step[2]}) is "
-                        "still open (no step/end)",
-                    )
-                )
-            turn, step, calls = None, None, {}
-        elif etype == "step/start":
-            t, k = event.data["turn"], event.data["step"]
-            if turn is None:
-                problems.append(_problem(event, f"step {k} of turn {t} starts outside any turn"))
-            elif t != turn[0]:
-                problems.append(
-                    _problem(
-                        event,
-                        f"step {k} of turn {t} starts inside turn {turn[0]} (seq {turn[1]})",
-                    )
-                )
-            if step is not None:
-                problems.append(
-                    _problem(
-                        event,
-                        f"step {k} of turn {t} starts while step {step[1]} of turn {step[0]} "
-                        f"(seq {step[2]}) is still open: two turns ran at once on the session, "
-                        "or a step/end was removed",
-                    )
-                )
-            if asked := ledger.asked():
-                problems.append(_unanswered(event, "this step's request", asked))
-                ledger.clear()
-            step, calls = (t, k, event.seq), {}
-        elif etype == "step/end":
-            t, k = event.data["turn"], event.data["step"]
-            if step is None or (t, k) != step[:2]:
-                what = (
-                    "no step is open"
-                    if step is None
-                    else f"the open step is step {step[1]} of turn {step[0]} (seq {step[2]})"
-                )
-                problems.append(_problem(event, f"step {k} of turn {t} ends, but {what}"))
-            if calls and _hands_over(events, event.seq):
-                handed.update(calls)
-            elif calls:
-                listed = ", ".join(f"{cid} (seq {seq})" for cid, seq in calls.items())
-                problems.append(
-                    _problem(
-                        event,
-                        f"step {k} of turn {t} ends with tool calls that have no result: {listed}",
-                    )
-                )
-            step, calls = None, {}
-        elif etype == "compact/start" and event.data.get("region") and ledger.asked():
-            problems.append(_unanswered(event, "this compaction's summary request", ledger.asked()))
-            ledger.clear()
-        if etype in _IN_STEP or (etype == "tool/result" and event.surface_op == "append"):
-            data = event.data
-            at = (data["turn"], data["step"])
-            if step is not None and at != step[:2]:
-                problems.append(
-                    _problem(
-                        event,
-                        f"this {etype} of step {at[1]} of turn {at[0]} is logged inside step "
-                        f"{step[1]} of turn {step[0]} (seq {step[2]}): two turns ran at once "
-                        "on the session",
-                    )
-                )
-            if etype == "tool/call":
-                calls[data["call_id"]] = event.seq
-            elif etype == "tool/result":
-                calls.pop(data["call_id"], None)
-            ledger.observe(event)
-    if (asked := ledger.asked()) and events:
-        problems.extend(_left_unanswered(session, asked, handed))
-    return problems
-
-
-def _left_unanswered(
-    session: Session, asked: list[OpenCall], handed: Collection[str]
-) -> list[Problem]:
+def _left_unanswered(session: Session) -> list[Problem]:
     """The log ends with tool calls of an assistant message that have no result:
     the next request would be refused, unless repair on resume answers them, or
     the turn handed them to a client whose next request brings their results:
-    ``handed`` names the logged calls whose step ended so (:func:`_hands_over`),
-    and a log of an older proxy, which logged no ``tool/call``, ended such a
-    turn ``tool_calls``."""
+    the rules name the logged calls whose step ended so
+    (:meth:`tapelog.log._rules.LogRules.handed_over`), and a log of an older proxy,
+    which logged no ``tool/call``, ended such a turn ``tool_calls``."""
+    asked = session.rules.ledger.asked()
+    if not asked:
+        return []
+    handed = session.rules.handed_over()
     last_end = next((e for e in reversed(session.events) if e.type == "turn/end"), None)
     handed_seq = (
         last_end.seq
@@ -403,25 +263,14 @@ def _left_unanswered(
     ]
     if not left:
         return []
-    last = session.events[-1]
-    return [_unanswered(last, "the next request", left, end=True)]
-
-
-def _unanswered(event: Event, what: str, asked: list[OpenCall], *, end: bool = False) -> Problem:
-    listed = ", ".join(f"{call.call_id} (seq {call.asked_at})" for call in asked)
-    if end:
-        return _problem(
-            event,
-            f"the log ends here, and {what} would hold tool calls without their results "
-            f"({listed}): a provider refuses such a request, and resuming does not answer "
-            "them (only the calls of a step left open are); results were removed, or the "
-            "log was written by hand",
-        )
-    return _problem(
-        event,
-        f"{what} would hold tool calls without their results ({listed}): a provider "
-        "refuses such a request; two turns ran at once on the session, or results were removed",
+    listed = ", ".join(f"{call.call_id} (seq {call.asked_at})" for call in left)
+    message = (
+        f"the log ends here, and the next request would hold tool calls without their "
+        f"results ({listed}): a provider refuses such a request, and resuming does not "
+        "answer them (only the calls of a step left open are); results were removed, or "
+        "the log was written by hand"
     )
+    return [_problem(session.events[-1], message)]
 
 
 def _walk(session: Session) -> tuple[int | None, Problem | None]:
