@@ -32,7 +32,8 @@ from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import REDACTED, has_secrets, scoped_secrets, secret_prefix_length
 from tapelog.log._repair import answer_open_calls, plan_repair, repair_interrupted
 from tapelog.log._secret_shape import looks_like_secret, names_a_secret
-from tapelog.log._session import RuleBreaks, Session, SessionEvents, SessionInfo, new_session_id
+from tapelog.log._session import RuleBreaks, Session
+from tapelog.log._session_info import SessionEvents, SessionInfo, new_session_id
 
 __all__ = [
     "REDACTED",

@@ -35,7 +35,8 @@ from typing import Final
 
 from tapelog.log._events import Event
 from tapelog.log._pairing import OpenCall, ToolLedger
-from tapelog.log._session import Session, open_turn_at
+from tapelog.log._session import Session
+from tapelog.log._session_info import open_turn_at
 
 __all__ = [
     "INTERRUPTED_TOOL_RESULT",

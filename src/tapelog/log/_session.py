@@ -19,17 +19,13 @@ messages (one projection per surface node, rebuilt only when a replace moves
 
 from __future__ import annotations
 
-import os
-import secrets
 import threading
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, overload
+from typing import Any
 
-from tapelog._errors import EventError, ForkError, LogError, ReentrantAppendError
+from tapelog._errors import EventError, LogError, ReentrantAppendError
 from tapelog.log._canonical import encode_trusted
 from tapelog.log._events import (
     PACKED_TYPES,
@@ -43,19 +39,14 @@ from tapelog.log._events import (
     pack_event,
 )
 from tapelog.log._fold import History, LogFold
+from tapelog.log._fork import fork_session
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze
 from tapelog.log._header import EpochHeader, fold_header_event
 from tapelog.log._rules import LogRules
+from tapelog.log._session_info import RunClaim, SessionEvents, SessionInfo, new_session_id
 from tapelog.log._surface import parse_surface_op
 
-__all__ = [
-    "Listener",
-    "Session",
-    "SessionEvents",
-    "SessionInfo",
-    "new_session_id",
-    "open_turn_at",
-]
+__all__ = ["Listener", "RuleBreaks", "Session"]
 
 Listener = Callable[[Event], None]
 RuleBreaks = Callable[[Event, LogError], None]
@@ -69,81 +60,12 @@ def _now_ms() -> int:
     return _time.time_ns() // 1_000_000
 
 
-def new_session_id() -> str:
-    """A fresh, time-sortable session id such as ``20261130T054500-3f9a2c1b``."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    return f"{stamp}-{secrets.token_hex(4)}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionInfo:
-    """What a session is, apart from its events (the store's header line)."""
-
-    id: str
-    created: int
-    cwd: str | None = None
-    parent: str | None = None
-    seed_length: int | None = None
-
-
-def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
-    """The turn left open after ``events[: upto + 1]`` (``None`` if all closed)."""
-    open_turn: int | None = None
-    for event in events[: upto + 1]:
-        if event.type == "turn/start":
-            open_turn = event.data["turn"]
-        elif event.type == "turn/end":
-            open_turn = None
-    return open_turn
-
-
 def _packed(event: Event) -> Event:
     """A validated event of :data:`PACKED_TYPES`, kept as its line (:class:`PackedEvent`)."""
     if type(event) is PackedEvent or event.surface_op is not None:
         return event
     envelope = event.to_json()
     return pack_event(envelope, exact_bytes(encode_trusted(envelope)), checked=True)
-
-
-class SessionEvents(Sequence[Event]):
-    """A read-only view of a session's event list; slicing returns a list copy.
-
-    Only a :class:`Session` makes one, over events it validated: readers may
-    fold them without validating again.
-    """
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[Event]) -> None:
-        self._items = items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @overload
-    def __getitem__(self, index: int) -> Event: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Event]: ...
-    def __getitem__(self, index: int | slice) -> Event | list[Event]:
-        return self._items[index]
-
-    def __iter__(self) -> Iterator[Event]:
-        return iter(self._items)
-
-    def __reversed__(self) -> Iterator[Event]:
-        return reversed(self._items)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, SessionEvents):
-            return self._items == other._items
-        if isinstance(other, (list, tuple)):
-            return list(self._items) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<{len(self._items)} events>"
 
 
 class Session:
@@ -184,8 +106,7 @@ class Session:
         # holding it (read without the lock only to compare with one's own id).
         self._lock = threading.Lock()
         self._owner: int | None = None
-        self._turn_lock = threading.Lock()
-        self._running: str | None = None  # what runs a turn on the session now
+        self._claim = RunClaim()  # what runs a turn on the session now
 
     # --- identity and views --------------------------------------------------
 
@@ -312,19 +233,8 @@ class Session:
         while one is held (from another task, thread or ``Agent``) raises
         :class:`LogError` before anything is logged.
         """
-        with self._turn_lock:
-            if self._running is not None:
-                raise LogError(
-                    f"cannot start a {what} on session {self.id}: a {self._running} is already "
-                    "running on it (another Agent.run or compaction that has not returned); "
-                    f"wait for it to finish, then start the {what}: two at once would "
-                    "interleave their events and break every later request"
-                )
-            self._running = what
-        try:
+        with self._claim.held(what, self.id):
             yield
-        finally:
-            self._running = None
 
     def _append(
         self,
@@ -585,23 +495,4 @@ class Session:
         Refuses a boundary inside an open turn: the child would start with a
         half-finished turn that no request can explain.
         """
-        if type(at) is not int or not 0 <= at < len(self._events):
-            raise ForkError(
-                f"cannot fork at seq {at!r}: the session has seqs 0..{len(self._events) - 1}"
-            )
-        turn = open_turn_at(self._events, at)
-        if turn is not None:
-            raise ForkError(
-                f"cannot fork at seq {at}: turn {turn} is still open there; "
-                "fork at or after its turn/end, or before its turn/start"
-            )
-        child = Session.from_events(
-            self._events[: at + 1],
-            id=id,
-            clock=self._clock,
-            cwd=self.info.cwd or os.getcwd(),
-            parent=self.id,
-            seed_length=at + 1,
-        )
-        child.append("session/end-seed", {"parent": self.id, "seed_length": at + 1})
-        return child
+        return fork_session(self, at, id=id, clock=self._clock)

@@ -1,0 +1,123 @@
+"""What a session is apart from its events, and the read-only view of its event list.
+
+Kept beside :mod:`tapelog.log._session` so the session module holds the append
+path alone: the identity a store writes in its header line (:class:`SessionInfo`,
+fresh ids), the turn a prefix of a log leaves open, and :class:`SessionEvents`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import overload
+
+from tapelog._errors import LogError
+from tapelog.log._events import Event
+
+__all__ = ["RunClaim", "SessionEvents", "SessionInfo", "new_session_id", "open_turn_at"]
+
+
+def new_session_id() -> str:
+    """A fresh, time-sortable session id such as ``20261130T054500-3f9a2c1b``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    """What a session is, apart from its events (the store's header line)."""
+
+    id: str
+    created: int
+    cwd: str | None = None
+    parent: str | None = None
+    seed_length: int | None = None
+
+
+def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
+    """The turn left open after ``events[: upto + 1]`` (``None`` if all closed)."""
+    open_turn: int | None = None
+    for event in events[: upto + 1]:
+        if event.type == "turn/start":
+            open_turn = event.data["turn"]
+        elif event.type == "turn/end":
+            open_turn = None
+    return open_turn
+
+
+class SessionEvents(Sequence[Event]):
+    """A read-only view of a session's event list; slicing returns a list copy.
+
+    Only a :class:`Session` makes one, over events it validated: readers may
+    fold them without validating again.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[Event]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._items)
+
+    def __reversed__(self) -> Iterator[Event]:
+        return reversed(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SessionEvents):
+            return self._items == other._items
+        if isinstance(other, (list, tuple)):
+            return list(self._items) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{len(self._items)} events>"
+
+
+class RunClaim:
+    """Who runs a turn (or compaction) on a session now: at most one at a time.
+
+    Two turns at once on one session would interleave their steps, so a request
+    would hold a tool call whose result is logged after it, and every later
+    request would be refused by the provider.
+    """
+
+    __slots__ = ("_lock", "_running")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: str | None = None
+
+    @contextmanager
+    def held(self, what: str, session_id: str) -> Iterator[None]:
+        """Hold the claim for ``what`` until the block ends; a second claim while
+        one is held raises :class:`LogError` before anything is logged."""
+        with self._lock:
+            if self._running is not None:
+                raise LogError(
+                    f"cannot start a {what} on session {session_id}: a {self._running} is "
+                    "already running on it (another Agent.run or compaction that has not "
+                    f"returned); wait for it to finish, then start the {what}: two at once "
+                    "would interleave their events and break every later request"
+                )
+            self._running = what
+        try:
+            yield
+        finally:
+            self._running = None
