@@ -9,14 +9,13 @@ proxy (tests/proxy/test_proxy_secrets.py).
 from __future__ import annotations
 
 import base64
-import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
+from _sse_frames import openai_frame, split_inside
 from tapelog.agent import Agent
 from tapelog.llm import encode_request
 from tapelog.llm._api import OpenAIWire
@@ -43,25 +42,18 @@ def _no_secrets_left() -> Iterator[None]:
     forget_secrets()
 
 
-def _frame(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return b"data: " + orjson.dumps({"choices": [choice]}) + b"\n\n"
-
-
-def _split(text: str, inner: str, parts: int) -> list[str]:
-    start = text.index(inner)
-    bounds = [0, *(start + len(inner) * k // parts for k in range(1, parts)), len(text)]
-    return [text[a:b] for a, b in itertools.pairwise(bounds)]
-
-
 def _stream(pieces: list[str], where: str) -> bytes:
     if where == "text":
-        frames = [_frame({"content": p}) for p in pieces]
-        return b"".join([*frames, _frame({}, "stop"), b"data: [DONE]\n\n"])
+        frames = [openai_frame({"content": p}) for p in pieces]
+        return b"".join([*frames, openai_frame({}, "stop"), b"data: [DONE]\n\n"])
     head = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "read"}}
-    frames = [_frame({"tool_calls": [{**head, "function": {"name": "read", "arguments": ""}}]})]
-    frames += [_frame({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces]
-    return b"".join([*frames, _frame({}, "tool_calls"), b"data: [DONE]\n\n"])
+    frames = [
+        openai_frame({"tool_calls": [{**head, "function": {"name": "read", "arguments": ""}}]})
+    ]
+    frames += [
+        openai_frame({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces
+    ]
+    return b"".join([*frames, openai_frame({}, "tool_calls"), b"data: [DONE]\n\n"])
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -83,7 +75,7 @@ async def test_an_encoded_key_split_across_frames_is_never_logged(
 ) -> None:
     shown = FORMS[form](KEY)
     text = f"Your key is {shown}, keep it." if where == "text" else '{"path":"' + shown + '"}'
-    answers = iter([_stream(_split(text, shown, parts), where), _stream(["done"], "text")])
+    answers = iter([_stream(split_inside(text, shown, parts), where), _stream(["done"], "text")])
     http = httpx.AsyncClient(
         transport=httpx.MockTransport(
             lambda _: httpx.Response(200, headers=SSE, content=next(answers))

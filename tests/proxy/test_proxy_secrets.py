@@ -12,7 +12,6 @@ roles included, which broke the next request and the session's loading.
 from __future__ import annotations
 
 import base64
-import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import httpx
 import orjson
 import pytest
 
+from _sse_frames import openai_frame, split_inside
 from tapelog.log._redact import forget_secrets
 from tapelog.proxy import Proxy, Upstream
 from tapelog.store import JsonlStore
@@ -37,30 +37,27 @@ def _no_secrets_left() -> Iterator[None]:
     forget_secrets()
 
 
-def _frame(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return b"data: " + orjson.dumps({"choices": [choice]}) + b"\n\n"
-
-
 def _text_answer(pieces: list[str]) -> bytes:
-    frames = [_frame({"role": "assistant", "content": ""})]
-    frames += [_frame({"content": p}) for p in pieces]
-    frames.append(_frame({}, "stop"))
+    frames = [openai_frame({"role": "assistant", "content": ""})]
+    frames += [openai_frame({"content": p}) for p in pieces]
+    frames.append(openai_frame({}, "stop"))
     return b"".join(frames) + b"data: [DONE]\n\n"
 
 
 def _tool_answer(pieces: list[str]) -> bytes:
     first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "read"}}
     frames = [
-        _frame(
+        openai_frame(
             {
                 "role": "assistant",
                 "tool_calls": [{**first, "function": {"name": "read", "arguments": ""}}],
             }
         )
     ]
-    frames += [_frame({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces]
-    frames.append(_frame({}, "tool_calls"))
+    frames += [
+        openai_frame({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}) for p in pieces
+    ]
+    frames.append(openai_frame({}, "tool_calls"))
     return b"".join(frames) + b"data: [DONE]\n\n"
 
 
@@ -143,14 +140,6 @@ FORMS: dict[str, Callable[[str], str]] = {
 }
 
 
-def _split(text: str, inner: str, parts: int) -> list[str]:
-    """``text`` cut into ``parts`` pieces, each cut inside ``inner`` (a key's form)."""
-    start = text.index(inner)
-    cuts = [start + len(inner) * k // parts for k in range(1, parts)]
-    bounds = [0, *cuts, len(text)]
-    return [text[a:b] for a, b in itertools.pairwise(bounds)]
-
-
 @pytest.mark.parametrize("parts", [2, 3])
 @pytest.mark.parametrize("form", sorted(FORMS))
 @pytest.mark.parametrize("where", ["text", "tool-call"])
@@ -162,8 +151,8 @@ async def test_a_key_echoed_in_pieces_is_in_no_stored_byte_and_no_rebuilt_reques
     def answer(key: str) -> bytes:
         shown = FORMS[form](key)
         if where == "text":
-            return _text_answer(_split(f"Your key is {shown}, keep it.", shown, parts))
-        return _tool_answer(_split('{"path":"' + shown + '"}', shown, parts))
+            return _text_answer(split_inside(f"Your key is {shown}, keep it.", shown, parts))
+        return _tool_answer(split_inside('{"path":"' + shown + '"}', shown, parts))
 
     echo = _Echo(answer)
     [got] = await _ask(tmp_path, echo, [SECRET])
@@ -261,7 +250,7 @@ async def test_an_anthropic_clients_x_api_key_echoed_in_pieces_is_never_logged(
 
     def upstream(request: httpx.Request) -> httpx.Response:
         shown = FORMS[form](request.headers["x-api-key"])
-        body = _anthropic_answer(_split(f"Your key is {shown}, keep it.", shown, 3))
+        body = _anthropic_answer(split_inside(f"Your key is {shown}, keep it.", shown, 3))
         sent.append(body)
         return httpx.Response(200, headers=SSE, content=body)
 
