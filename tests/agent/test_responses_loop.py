@@ -4,12 +4,15 @@ round trips, structured output in ``text.format``, byte-exact rebuilds."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pydantic
+from click.testing import CliRunner
 
 from _loopback import serve_loopback
 from agent._harness import SECRET, add
@@ -18,10 +21,12 @@ from tapelog.agent import Agent, RetryPolicy
 from tapelog.audit import cache_report, encode_request, rebuild_requests
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import chain_segments, responses_sources
+from tapelog.cli import cli
 from tapelog.llm import make_client
 from tapelog.log import decode
 from tapelog.log._api import LlmCallConfig, Session
 from tapelog.request import walk_requests
+from tapelog.store import JsonlStore
 
 RESPONSES = {"api": "responses"}
 
@@ -55,7 +60,7 @@ def calls(n: int, name: str, arguments: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def agent_over_http(
-    server: ResponsesServer, session: Session, **config: Any
+    server: ResponsesServer, session: Session, writer: Any = None, **config: Any
 ) -> AsyncIterator[Agent]:
     cfg = LlmCallConfig(provider="openai", model="gpt-5-mini", wire=RESPONSES, **config)
     with serve_loopback(server.app) as port:
@@ -73,6 +78,7 @@ async def agent_over_http(
                 system="You are terse.",
                 tools=[add],
                 retry=RetryPolicy(base_delay=0.0),
+                writer=writer,
             )
 
 
@@ -81,8 +87,11 @@ def assert_rebuilds(session: Session, received: Sequence[bytes]) -> None:
     assert rebuilt == list(received)
 
 
-async def _tool_session(**extras: Any) -> tuple[ResponsesServer, Session, list[str]]:
-    """Two turns: reasoning + a tool call, its answer, then reasoning + a reply."""
+async def _tool_session(
+    store: Path | None = None, **extras: Any
+) -> tuple[ResponsesServer, Session, list[str]]:
+    """Two turns: reasoning + a tool call, its answer, then reasoning + a reply
+    (written to a JSONL ``store`` when one is given)."""
     server = ResponsesServer(
         [
             [reasoning(1, "Add them.", "Use the tool."), calls(1, "add", '{"a": 2, "b": 3}')],
@@ -91,9 +100,15 @@ async def _tool_session(**extras: Any) -> tuple[ResponsesServer, Session, list[s
         ]
     )
     session = Session()
-    async with agent_over_http(server, session, reasoning_effort="low", extras=extras) as agent:
-        first = await agent.run("What is 2 + 3?")
-        second = await agent.run("Thanks.")
+    with contextlib.ExitStack() as stack:
+        options: dict[str, Any] = {}
+        if store is not None:
+            options["writer"] = stack.enter_context(JsonlStore(store).create(session))
+        async with agent_over_http(
+            server, session, reasoning_effort="low", extras=extras, **options
+        ) as agent:
+            first = await agent.run("What is 2 + 3?")
+            second = await agent.run("Thanks.")
     return server, session, [first.text, second.text]
 
 
@@ -178,3 +193,24 @@ async def test_the_audit_renders_each_request_as_the_full_body_renders() -> None
         assert [s.key for s in prompt.segments] == [s.key for s in full], item.index
         assert list(prompt.ends) == [sum(s.tokens for s in full[: i + 1]) for i in range(len(full))]
     assert len(rebuilt) == 3
+
+
+async def test_the_cli_rebuilds_verifies_and_audits_a_stored_responses_log(tmp_path: Path) -> None:
+    server, session, _ = await _tool_session(tmp_path, prompt_cache_key="s-1")
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(cli, [*args, "--store", str(tmp_path)], obj={"debug": False})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    out = tmp_path / "bodies"
+    run("requests", session.id, "--out", str(out))
+    assert [f.read_bytes() for f in sorted(out.iterdir())] == server.received
+    run("verify", session.id)
+    audit = decode(run("cache", session.id, "--json"))
+    assert [row["rule"] for row in audit["requests"]] == ["openai"] * 3
+    chat = decode(run("requests", session.id, "--wire", "openai", "--json"))
+    assert len(chat) == 3
+    report = tmp_path / "report.html"
+    run("report", session.id, "-o", str(report))
+    assert "gpt-5-mini" in report.read_text(encoding="utf-8")
