@@ -12,12 +12,13 @@ from typing import Any
 
 import httpx
 import pydantic
+import pytest
 from click.testing import CliRunner
 
 from _loopback import serve_loopback
 from agent._harness import SECRET, add
 from agent._responses_server import ResponsesServer
-from tapelog.agent import Agent, RetryPolicy
+from tapelog.agent import Agent, OutputSpec, RetryPolicy
 from tapelog.audit import cache_report, encode_request, rebuild_requests
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import chain_segments, responses_sources
@@ -60,7 +61,11 @@ def calls(n: int, name: str, arguments: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def agent_over_http(
-    server: ResponsesServer, session: Session, writer: Any = None, **config: Any
+    server: ResponsesServer,
+    session: Session,
+    writer: Any = None,
+    tools: Sequence[Any] = (add,),
+    **config: Any,
 ) -> AsyncIterator[Agent]:
     cfg = LlmCallConfig(provider="openai", model="gpt-5-mini", wire=RESPONSES, **config)
     with serve_loopback(server.app) as port:
@@ -76,7 +81,7 @@ async def agent_over_http(
                 client,
                 config=cfg,
                 system="You are terse.",
-                tools=[add],
+                tools=tools,
                 retry=RetryPolicy(base_delay=0.0),
                 writer=writer,
             )
@@ -163,6 +168,25 @@ async def test_structured_output_is_asked_for_in_text_format() -> None:
     assert fmt["name"] == "Weather"
     assert fmt["schema"]["properties"]["degrees"]["type"] == "integer"
     assert "response_format" not in body
+    assert_rebuilds(session, server.received)
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice"),
+    [((), {"type": "function", "name": "final_result"}), ((add,), "required")],
+)
+async def test_tool_mode_asks_for_the_output_tool_the_responses_way(
+    tools: tuple[Any, ...], choice: Any
+) -> None:
+    server = ResponsesServer([[calls(1, "final_result", '{"city": "Oslo", "degrees": 4}')]])
+    session = Session()
+    async with agent_over_http(server, session, tools=tools) as agent:
+        result = await agent.run("Weather?", output_type=OutputSpec(Weather, mode="tool"))
+    assert result.output == Weather(city="Oslo", degrees=4)
+    body = decode(server.received[0])
+    assert body["tool_choice"] == choice
+    assert {t["name"] for t in body["tools"]} == {"final_result", *(t.name for t in tools)}
+    assert all(t["type"] == "function" for t in body["tools"])
     assert_rebuilds(session, server.received)
 
 
