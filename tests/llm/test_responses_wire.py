@@ -180,6 +180,10 @@ def test_the_logged_config_alone_chooses_the_wire() -> None:
     assert isinstance(wire_named("openai", responses), OpenAIWire)  # chat, same dialect
     with pytest.raises(HeaderError, match=r"config\.wire\.api"):
         wire_for(plain.replace(wire={"api": "realtime"}))
+    carried = wire_for(plain.replace(wire={"api": "responses", "store_false": False}))
+    assert "store" not in decode(carried.encode_body(_request()))
+    with pytest.raises(HeaderError, match="store_false"):
+        wire_for(plain.replace(wire={"store_false": False}))
     with pytest.raises(HeaderError, match="reasoning_send_back"):
         wire_for(plain.replace(wire={"api": "responses", "reasoning_send_back": "never"}))
     with pytest.raises(HeaderError, match="does not read"):

@@ -42,7 +42,7 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back", "api"),
+    "openai": ("reasoning_send_back", "api", "store_false"),
     "anthropic": (),
     "local": ("reasoning_send_back",),
 }
@@ -94,13 +94,20 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
     if family == "anthropic":
         return AnthropicWire()
     assert dialect is not None
+    store_false = config.wire.get("store_false", True)
     if _api(config) == "responses":
         if send_back is not None:
             raise HeaderError(
                 "config.wire.reasoning_send_back is for chat completions; the responses "
                 "wire sends reasoning back as the items the model returned. Leave it out."
             )
-        return ResponsesWire(dialect=dialect)
+        if not isinstance(store_false, bool):
+            raise HeaderError(
+                f"config.wire.store_false must be true or false, got {store_false!r}."
+            )
+        return ResponsesWire(dialect=dialect, store_false=store_false)
+    if "store_false" in config.wire:
+        raise HeaderError('config.wire.store_false is for the responses wire (api "responses").')
     return OpenAIWire(dialect=dialect, send_back=send_back)
 
 

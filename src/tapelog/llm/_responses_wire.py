@@ -63,10 +63,14 @@ class ResponsesWire:
     """The OpenAI Responses API body (``config.wire.api = "responses"``).
 
     ``dialect`` is the provider's OpenAI-family dialect; the body does not
-    depend on it today (it keys the piece cache and names the wire).
+    depend on it today (it keys the piece cache). ``store_false`` (the
+    loop's rule) sends ``store: false`` when the extras do not name ``store``;
+    off (``config.wire.store_false = false``), the body has a ``store`` only
+    if the extras give one: how the proxy carries a client that sent none.
     """
 
     dialect: str = "openai"
+    store_false: bool = True
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,7 +111,7 @@ class ResponsesWire:
             if "include" not in extras:
                 # store false: reasoning comes back only encrypted, in the next input.
                 fields.append(("include", [ENCRYPTED_REASONING]))
-        if "store" not in extras:
+        if self.store_false and "store" not in extras:
             fields.append(("store", False))
         fields.append(("stream", True))
         fields.extend(extras.items())
@@ -153,7 +157,7 @@ class ResponsesWire:
             members = self._members(request)
             history = [b",".join(p for p in (make(i) for i in range(len(seqs))) if p)]
         else:
-            cache.bind(("responses", self.dialect))
+            cache.bind(("responses", self.dialect, self.store_false))
             members = cache.head(request.header.canonical_bytes(), lambda: self._members(request))
 
             def piece(i: int) -> bytes:
