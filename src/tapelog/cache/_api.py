@@ -25,6 +25,8 @@ from tapelog.cache._segments import (
     openai_reply_message,
     openai_reply_sources,
     openai_sources,
+    responses_item_source,
+    responses_sources,
 )
 
 __all__ = [
@@ -50,5 +52,7 @@ __all__ = [
     "openai_sources",
     "profile_for",
     "provider_cache",
+    "responses_item_source",
+    "responses_sources",
     "wire_profile_named",
 ]
