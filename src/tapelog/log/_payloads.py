@@ -164,6 +164,11 @@ def _seqs(etype: str, value: Any, where: str) -> None:
 def _message(etype: str, data: Mapping[str, Any]) -> None:
     check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
     _check_source(etype, data)
+    key = data.get("idempotency_key")  # a user/message's: how a re-run finds its prompt
+    if "idempotency_key" in data and (
+        etype != "user/message" or not isinstance(key, str) or not key
+    ):
+        raise _fail(etype, "data.idempotency_key must be a non-empty string, on a user/message")
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:
