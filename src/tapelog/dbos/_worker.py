@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -188,6 +188,9 @@ class Worker:
             "executor_id": self.executor_id,
             "application_version": _VERSION,
             "log_level": "WARNING",
+            # its connections: the queue's threads and this worker's turns (each
+            # turn's session holds one more, from the store)
+            "sys_db_pool_size": self._concurrency + 4,
         }
         DBOS(config=config)
         _register()
@@ -256,6 +259,14 @@ class TurnQueue:
         }
         self._client.enqueue(options, session_id, prompt)
         return key
+
+    def statuses(self, keys: Sequence[str]) -> dict[str, str]:
+        """Each turn's DBOS status (``ENQUEUED``, ``PENDING`` while it runs,
+        ``SUCCESS``, ``ERROR``...), read in one query."""
+        found = self._client.list_workflows(
+            workflow_ids=list(keys), load_input=False, load_output=False
+        )
+        return {w.workflow_id: str(w.status) for w in found}
 
     def result(self, key: str) -> dict[str, Any]:
         """The outcome of the turn ``key`` (waits for it), as ``run_keyed_turn`` returns it."""
