@@ -72,7 +72,7 @@ CHECK: Final = "check the server"
 
 # A flush: every row of the batch from one array parameter, in one statement
 # (on an autocommit connection, one transaction). The followers' notification
-# (NOTIFY) is sent by a statement of its own, pipelined after it (see
+# (NOTIFY) is sent by a statement of its own, right after it (see
 # PostgresStore._insert_events).
 APPEND: Final = """
 INSERT INTO {s}.events (session_id, seq, line)

@@ -20,8 +20,9 @@ even if its process was killed. The primary key is the second line of
 defence: if a writer ever lost its lock (a dropped connection) and another
 appended meanwhile, its next insert collides and is refused instead of forking
 the log (optimistic concurrency). A flush is one multi-row insert (one
-transaction), so an event is durable exactly when its flush commits; its
-notification is pipelined behind it, so a flush costs one round trip.
+statement, one transaction, one round trip however many rows), so an event is
+durable exactly when its flush commits; the followers' notification follows in
+a transaction of its own.
 
 psycopg is an optional dependency (``pip install 'tapelog[postgres]'``): it is
 imported when a store is constructed, not when ``tapelog.store`` is.
@@ -281,22 +282,20 @@ class PostgresStore(SessionStore):
     def _insert_events(
         self, conn: Connection[Any], session_id: str, first_seq: int, lines: builtins.list[bytes]
     ) -> None:
-        """One round trip: committed means durable, failed means nothing.
+        """Committed means durable, failed means nothing.
 
-        The rows go in as one ``bytea[]`` parameter (one multi-row insert, one
-        transaction on an autocommit connection). The followers' ``NOTIFY`` goes
-        in a second transaction, pipelined behind the first so both cost one
-        round trip: PostgreSQL serialises the commits of every transaction that
-        notifies under one database-wide lock, held through the commit's WAL
-        flush, so a notifying insert would make concurrent writers' flushes wait
-        for each other's fsync instead of sharing one. The notification is sent
-        once the rows are committed (a follower woken by it finds them); after a
-        failed insert it is harmless (a follower finds nothing new).
+        The rows go in as one ``bytea[]`` parameter: one multi-row insert, one
+        transaction on the autocommit connection, one round trip. The
+        followers' ``NOTIFY`` follows in a second, row-less transaction (a
+        second, short round trip): PostgreSQL serialises the commits of every
+        transaction that notifies under one database-wide lock held through the
+        commit's WAL flush, so a notifying insert makes concurrent writers wait
+        for each other's fsync one by one instead of sharing one (docs/scale.md
+        has the A/B figures). It is sent only once the rows are committed (a
+        follower woken by it finds them); a failed insert sends none.
         """
-        with conn.pipeline() as pipeline:
-            conn.execute(self._sql(APPEND), (session_id, first_seq, lines))
-            pipeline.sync()  # its own transaction
-            conn.execute("SELECT pg_notify(%s, %s)", (channel(self.schema), session_id))
+        conn.execute(self._sql(APPEND), (session_id, first_seq, lines))
+        conn.execute("SELECT pg_notify(%s, %s)", (channel(self.schema), session_id))
 
     @contextlib.contextmanager
     def _writer_connection(
