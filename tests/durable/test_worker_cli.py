@@ -1,0 +1,29 @@
+"""``tapelog worker`` refuses what cannot work in one line, before it connects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tapelog.cli import cli
+
+
+def _worker(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["worker", *args], obj={"debug": False})
+    return result.exit_code, result.output
+
+
+def test_a_directory_store_is_refused_workers_need_the_database(tmp_path: Path) -> None:
+    code, output = _worker("--store", str(tmp_path))
+    assert code == 2
+    assert "workers share a PostgreSQL store" in output
+    assert "Traceback" not in output
+
+
+def test_an_unknown_provider_is_refused_before_connecting() -> None:
+    # No server listens at this address: the provider is refused first.
+    code, output = _worker("--store", "postgresql://nobody@127.0.0.1:9/x", "--provider", "nope")
+    assert code == 2
+    assert "'nope' is not a known provider" in output
+    assert "Traceback" not in output
