@@ -137,3 +137,25 @@ def test_an_idempotency_key_must_be_a_non_empty_string() -> None:
             surface_op="append",
         )
     session.append("user/message", data | {"idempotency_key": "k"}, surface_op="append")
+
+
+def test_a_compaction_summary_does_not_end_the_keyed_turns_continuations() -> None:
+    session = Session("s")
+
+    def turn(number: int, *messages: dict[str, Any]) -> None:
+        session.append("turn/start", {"turn": number})
+        for data in messages:
+            session.append("user/message", data, surface_op="append")
+        session.append("turn/end", {"turn": number, "reason": {"kind": "interrupted"}})
+
+    text = [{"type": "text", "text": "x"}]
+    turn(1, {"content": text, "source": {"kind": "user"}, "idempotency_key": "k"})
+    turn(2, {"content": text, "source": {"kind": "compaction"}})  # a continuation
+    found = find_keyed_turn(session, "k")
+    assert found is not None
+    assert (found.turn, found.last, found.interrupted) == (1, 2, True)
+    turn(3, {"content": text, "source": {"kind": "user"}, "idempotency_key": "k2"})
+    found = find_keyed_turn(session, "k")
+    assert found is not None
+    assert found.last == 2  # the next prompt's turn is not this key's
+    assert find_keyed_turn(session, "nope") is None

@@ -79,7 +79,7 @@ def _turns(session: Session) -> list[_Turn]:
             turns.append(_Turn(data["turn"]))
         elif not turns:
             continue
-        elif event.type == "user/message" and not turns[-1].prompted:
+        elif _is_prompt(event.type, data) and not turns[-1].prompted:
             turns[-1].prompted = True
             turns[-1].key = data.get("idempotency_key")
         elif event.type == "turn/end" and data["turn"] == turns[-1].number:
@@ -88,6 +88,12 @@ def _turns(session: Session) -> list[_Turn]:
             text = "".join(b["text"] for b in data["content"] if b["type"] == "text")
             turns[-1].text = text or turns[-1].text
     return turns
+
+
+def _is_prompt(etype: str, data: Mapping[str, Any]) -> bool:
+    """A turn's prompt: a user's ``user/message`` (a compaction's summary, also a
+    ``user/message``, may open a continuation without making it a new turn)."""
+    return etype == "user/message" and data["source"].get("kind") == "user"
 
 
 def find_keyed_turn(session: Session, key: str) -> KeyedTurn | None:

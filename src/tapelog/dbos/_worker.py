@@ -155,7 +155,7 @@ class Worker:
         agents: AgentFactory,
         *,
         concurrency: int = 4,
-        reap_interval: float = 2.0,
+        reap_interval: float = 1.0,
         lock_wait: float = 60.0,
         system_schema: str = "dbos",
     ) -> None:
