@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tapelog.agent import Agent, tool
 from tapelog.dbos import find_keyed_turn, run_keyed_turn
@@ -159,3 +161,47 @@ def test_a_compaction_summary_does_not_end_the_keyed_turns_continuations() -> No
     assert found is not None
     assert found.last == 2  # the next prompt's turn is not this key's
     assert find_keyed_turn(session, "nope") is None
+
+
+KINDS = st.sampled_from(["completed", "interrupted", "error", "aborted"])
+TURNS = st.lists(
+    st.tuples(st.sampled_from(["prompt", "continuation", "compaction"]), KINDS, st.booleans()),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(TURNS)
+@settings(max_examples=150, deadline=None)
+def test_the_keyed_turn_is_its_prompt_turn_and_the_unprompted_turns_after_it(
+    turns: list[tuple[str, str, bool]],
+) -> None:
+    """Against a direct model: every prompt has its own key; a key's turn runs
+    from its prompt's turn to the last turn before the next prompt; it is
+    interrupted when that last turn ended so (or is still open)."""
+    session = Session("s")
+    text = [{"type": "text", "text": "x"}]
+    model: list[tuple[int, str | None, str | None]] = []  # (turn, key, end kind)
+    for number, (what, kind, ended) in enumerate(turns, start=1):
+        ended = ended or number < len(turns)  # only the last turn may be open
+        session.append("turn/start", {"turn": number})
+        key = f"k{number}" if what == "prompt" else None
+        source = {"kind": "user" if key else what}
+        if what != "continuation":
+            data = {"content": text, "source": source} | ({"idempotency_key": key} if key else {})
+            session.append("user/message", data, surface_op="append")
+        if ended:
+            session.append("turn/end", {"turn": number, "reason": {"kind": kind}})
+        model.append((number, key, kind if ended else None))
+    for k, (number, key, _) in enumerate(model):
+        if key is None:
+            continue
+        chain = [model[k]]
+        for later in model[k + 1 :]:
+            if later[1] is not None:
+                break
+            chain.append(later)
+        found = find_keyed_turn(session, key)
+        assert found is not None
+        assert (found.turn, found.last) == (number, chain[-1][0])
+        assert found.interrupted == (chain[-1][2] in (None, "interrupted"))
