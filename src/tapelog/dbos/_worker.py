@@ -243,6 +243,7 @@ class TurnQueue:
         self._client = DBOSClient(
             system_database_url=database_url(store), dbos_system_schema=system_schema
         )
+        self._schema = system_schema
 
     def enqueue(self, session_id: str, prompt: str, *, key: str | None = None) -> str:
         """Queue one turn of ``prompt`` on ``session_id`` (created by the turn if
@@ -257,7 +258,18 @@ class TurnQueue:
             "queue_partition_key": session_id,
             "app_version": _VERSION,
         }
-        self._client.enqueue(options, session_id, prompt)
+        import psycopg
+        from sqlalchemy.exc import ProgrammingError
+
+        try:
+            self._client.enqueue(options, session_id, prompt)
+        except ProgrammingError as exc:
+            if not isinstance(exc.orig, psycopg.errors.UndefinedTable):
+                raise
+            raise StoreError(
+                f"the turn queue's tables (PostgreSQL schema {self._schema}) are not in the "
+                "database yet: start a `tapelog worker` on it first, which creates them"
+            ) from None
         return key
 
     def statuses(self, keys: Sequence[str]) -> dict[str, str]:
