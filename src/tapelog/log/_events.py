@@ -180,19 +180,32 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     """
     etype = obj["type"]
     data = obj["data"]
-    event = object.__new__(PackedEvent)
-    object.__setattr__(event, "seq", obj["seq"])
-    object.__setattr__(event, "time", obj["time"])
-    object.__setattr__(event, "type", _TYPES[etype])
-    object.__setattr__(event, "surface_op", None)
-    object.__setattr__(event, "source_seqs", None)
-    object.__setattr__(event, "_line", line)
-    object.__setattr__(event, "_unchecked", None if checked else data)
+    event = _new(PackedEvent)
+    _set_seq(event, obj["seq"])
+    _set_time(event, obj["time"])
+    _set_type(event, _TYPES[etype])
+    _set_surface_op(event, None)
+    _set_source_seqs(event, None)
+    _set_line(event, line)
+    _set_unchecked(event, None if checked else data)
     chunk = data.get("chunk") if etype == "assistant/chunk" else None
     kind = chunk.get("kind") if isinstance(chunk, Mapping) else None
     kind = kind if isinstance(kind, str) else ""
-    object.__setattr__(event, "_kind", _KINDS.setdefault(kind, kind))
+    _set_kind(event, _KINDS.setdefault(kind, kind))
     return event
+
+
+# A packed event is made per line of a load: its slots are set through their
+# descriptors directly (what object.__setattr__ would find, without the lookup).
+_new = object.__new__
+_set_seq = Event.__dict__["seq"].__set__
+_set_time = Event.__dict__["time"].__set__
+_set_type = Event.__dict__["type"].__set__
+_set_surface_op = Event.__dict__["surface_op"].__set__
+_set_source_seqs = Event.__dict__["source_seqs"].__set__
+_set_line = PackedEvent.__dict__["_line"].__set__
+_set_unchecked = PackedEvent.__dict__["_unchecked"].__set__
+_set_kind = PackedEvent.__dict__["_kind"].__set__
 
 
 def check_packed(event: PackedEvent) -> None:
