@@ -17,8 +17,9 @@ brackets):
 * ``cache``: ``tapelog cache SESSION --json`` in process: load, ``cache_report``,
   encode [≤ 3];
 * ``serve_first_view``: the CPU a ``tapelog serve`` process spends answering the
-  first ``GET /s/SESSION`` (read from ``/proc``, so the server's threads count;
-  ``--no-serve`` skips it) [≤ 2];
+  first ``GET /s/SESSION`` (read from ``/proc``, so the server's threads count),
+  once its index has audited the session in the background (``--no-serve``
+  skips it) [≤ 2];
 * ``resume``: ``JsonlStore.open`` and an ``Agent`` (checker on) on the
   session, then ``first_turn``: its first turn (a tool step and an answer step)
   against a client at the edge that answers at once. The file is restored
@@ -185,6 +186,18 @@ def _server(store: Path, index: Path) -> Iterator[tuple[str, int]]:
             proc.wait()
 
 
+def _wait_audited(client: httpx.Client, url: str, limit: float = 900) -> None:
+    """Until the sessions page no longer says a session awaits its audit."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        page = client.get(url + "/")
+        page.raise_for_status()
+        if "cache efficiency audited for" not in page.text:
+            return
+        time.sleep(0.5)
+    raise TimeoutError("the serve index did not finish auditing the session")
+
+
 def _first_view(root: Path, session_id: str) -> float:
     """CPU seconds a fresh ``tapelog serve`` spends on the session's first view."""
     with (
@@ -192,8 +205,7 @@ def _first_view(root: Path, session_id: str) -> float:
         httpx.Client(timeout=900) as client,
         _server(root, Path(tmp) / "index") as (url, pid),
     ):
-        client.get(url + "/").raise_for_status()  # started, sessions listed
-        time.sleep(1.0)  # let the index's background audit of the one session finish
+        _wait_audited(client, url)  # the index's own audit of the session is not the view's
         before = _proc_cpu(pid)
         client.get(f"{url}/s/{session_id}").raise_for_status()
         return _proc_cpu(pid) - before
