@@ -438,10 +438,8 @@ class Session:
         return self._fold.history()
 
     def loaded_fold(self) -> LogFold | None:
-        """A copy of the fold while every event was replayed from a log (a load),
-        none appended live; else ``None``. A shadow of the log (the invariant
-        checker's) starts from it instead of folding and projecting the log again:
-        it holds only what the log's bytes said, as the shadow's own fold would."""
+        """A copy of the fold while every event came from a log (replayed, none
+        appended live), else ``None``: what the checker's shadow may start from."""
         return None if self._appended else self._fold.copy()
 
     # --- seeds and forks -----------------------------------------------------
