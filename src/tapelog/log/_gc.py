@@ -14,7 +14,10 @@ holding long logs pays passes that grow with them. A load's result is long
 lived and acyclic (a dropped session is freed by reference counting alone), so
 ``paused_gc(freeze=True)`` moves what survives into the collector's permanent
 generation (``gc.freeze``) instead: no later pass walks it. It freezes only
-when the block succeeds; a refused log leaves nothing frozen.
+when the block succeeds; a refused log leaves nothing frozen. The freeze takes
+every object then alive, so cyclic garbage not yet collected at that moment is
+never collected: a cost bounded by what the process leaked between two loads,
+paid for passes that no longer grow with the logs it holds.
 """
 
 from __future__ import annotations
