@@ -74,9 +74,11 @@ def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[Lo
 
     Raises on the first problem (:class:`FormatVersionError` or
     :class:`CorruptLogError` naming the line, prefixed with ``source``); a torn
-    final line is dropped with a warning.
+    final line is dropped with a warning. What the load built is left out of
+    later garbage collections (``paused_gc(freeze=True)``): a session lives long
+    and holds no cycles, so walking it again and again would be pure cost.
     """
-    with paused_gc():
+    with paused_gc(freeze=True):
         return _read_session_bytes(data, source)
 
 
