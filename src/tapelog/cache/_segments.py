@@ -25,7 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orjson import Fragment
+
 from tapelog.cache._rules import SegmentSource
+from tapelog.log._api import encode_sorted_trusted
 from tapelog.log._api import encode_trusted as encode
 
 __all__ = [
@@ -70,6 +73,23 @@ def _envelope(value: Any, *, drop: frozenset[str] = frozenset()) -> Any:
     return value
 
 
+_MARKERS: tuple[bytes, ...] = tuple(f'"{k}":'.encode() for k in sorted(_OPAQUE))
+
+
+def _sorted_identity(value: Any, plain: bytes, *, drop: frozenset[str] = frozenset()) -> bytes:
+    """``encode(_envelope(value, drop=drop))``, in C when it can be.
+
+    ``plain`` is ``value``'s own encoding. When no opaque or dropped key occurs
+    in it (a key ``k`` shows as ``"k":``; a string that merely contains those
+    bytes only sends it the slow way), sorting every object's keys is the whole
+    envelope; otherwise the Python walk keeps opaque values as sent.
+    """
+    markers = _MARKERS if not drop else (*_MARKERS, *(f'"{k}":'.encode() for k in drop))
+    if any(marker in plain for marker in markers):
+        return encode(_envelope(value, drop=drop))
+    return encode_sorted_trusted(value)
+
+
 def _without(value: Any, key: str) -> Any:
     if isinstance(value, Mapping) and key in value:
         return {k: v for k, v in value.items() if k != key}
@@ -81,12 +101,13 @@ def _without(value: Any, key: str) -> Any:
 
 def openai_message_source(message: Any) -> SegmentSource:
     """One message as a segment; empty fields (``null``, ``""``, ``[]``) count as absent."""
+    plain = encode(message)
     if isinstance(message, Mapping):
         kept = {k: v for k, v in message.items() if k == "role" or v not in (None, "", [])}
-        identity = encode({"message": _envelope(kept)})
+        identity = encode({"message": Fragment(_sorted_identity(kept, plain))})
     else:
         identity = encode({"message": message})
-    return SegmentSource(identity, estimate_bytes(encode(message)))
+    return SegmentSource(identity, estimate_bytes(plain))
 
 
 def openai_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
@@ -153,14 +174,18 @@ def blocks_of(content: Any) -> list[Any]:
     return []
 
 
+_DROP_MARKS = frozenset({"cache_control"})
+
+
 def _marked(block: Any) -> bool:
     return isinstance(block, Mapping) and block.get("cache_control") is not None
 
 
 def _block_source(kind: str, block: Any, extra: Mapping[str, Any]) -> SegmentSource:
     bare = _without(block, "cache_control")
-    identity = encode({kind: _envelope(bare, drop=frozenset({"cache_control"})), **extra})
-    return SegmentSource(identity, estimate_bytes(encode(bare)), _marked(block))
+    plain = encode(bare)
+    envelope = Fragment(_sorted_identity(bare, plain, drop=_DROP_MARKS))
+    return SegmentSource(encode({kind: envelope, **extra}), estimate_bytes(plain), _marked(block))
 
 
 def anthropic_block_source(block: Any, *, role: Any, opens: bool) -> SegmentSource:
