@@ -3,6 +3,7 @@
 """
 
 from tapelog.audit._cache_report import CacheTotals, RequestCache
+from tapelog.audit._checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from tapelog.audit._diff import HeaderDiff
 from tapelog.audit._report_html import (
     ReportParts,
@@ -24,11 +25,14 @@ __all__ = [
     "ReportWindow",
     "RequestCache",
     "Timeline",
+    "checkpoint_path",
     "edit_sentence",
     "header_change",
     "header_sentence",
     "message_html",
+    "read_checkpoint",
     "report_assets",
     "report_parts",
     "report_windows",
+    "write_checkpoint",
 ]

@@ -272,6 +272,11 @@ def cache_report(
             with reading_seq(request.boundary_seq):
                 row, previous = _audit_one(request, renderer, stores, seen, previous)
             rows.append(row)
+    return report_of_rows(session_id, rows)
+
+
+def report_of_rows(session_id: str | None, rows: Sequence[RequestCache]) -> CacheReport:
+    """The report of ``rows`` (the totals follow from them)."""
     return CacheReport(session=session_id, requests=tuple(rows), totals=_totals(rows))
 
 

@@ -30,10 +30,23 @@ from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store, store_label
 from tapelog.cli._terminal import terminal_text
 from tapelog.log._api import Event, Session, chunk_kind, encode_str
-from tapelog.store import LoadedSession
-from tapelog.store._api import VerifyReport, read_session_file, validate_session_id, verify_jsonl
+from tapelog.store import JsonlStore, LoadedSession
+from tapelog.store._api import (
+    VerifyReport,
+    read_session_bytes,
+    read_session_file,
+    validate_session_id,
+    verify_jsonl,
+)
 
-__all__ = ["COMMANDS", "load_target"]
+__all__ = [
+    "COMMANDS",
+    "echo_warnings",
+    "load_target",
+    "load_target_bytes",
+    "load_warnings",
+    "target_file",
+]
 
 _MAX_PROBLEMS_SHOWN = 50
 _EXCERPT = 72
@@ -77,6 +90,37 @@ def load_target(target: str, store: str | None) -> Session:
     return _load_target(target, store).session
 
 
+def target_file(target: str, store: str | None) -> tuple[Path, bytes, str] | None:
+    """The file a session is stored in, its bytes, and how it was named
+    (``file:PATH`` or ``store:PATH``: the load's warnings name it so), when it
+    is one JSONL file (a file target, or an id in a JSONL store; ``None`` for
+    another backend): what a file derived from the log, beside it, is keyed by."""
+    path, session_id = _resolve(target)
+    kind = "file"
+    if path is None:
+        opened = open_store(store)
+        if not isinstance(opened, JsonlStore):
+            return None
+        assert session_id is not None
+        path, kind = opened.locate(session_id), "store"
+    return path, path.read_bytes(), f"{kind}:{path.resolve()}"
+
+
+def load_target_bytes(target: str, store: str | None, data: bytes) -> LoadedSession:
+    """:func:`load_target` replaying ``data``, the bytes :func:`target_file` read
+    (so what is derived from the session is derived from exactly those bytes).
+    Its warnings are the caller's to echo (:func:`load_warnings`)."""
+    path, session_id = _resolve(target)
+    if path is not None:
+        loaded, _ = read_session_bytes(data, source=str(path))
+    else:
+        opened = open_store(store)
+        assert session_id is not None
+        assert isinstance(opened, JsonlStore)
+        loaded = opened.load_bytes(session_id, data)
+    return loaded
+
+
 def _load_target(target: str, store: str | None) -> LoadedSession:
     path, session_id = _resolve(target)
     if path is not None:
@@ -84,9 +128,23 @@ def _load_target(target: str, store: str | None) -> LoadedSession:
     else:
         assert session_id is not None
         loaded = open_store(store).load(session_id)
+    return _warned(loaded)
+
+
+def load_warnings(loaded: LoadedSession) -> tuple[str, ...]:
+    """What a load has to say on stderr (a dropped torn tail, undigested events)."""
     note = loaded.undigested_note()
-    for warning in (*loaded.warnings, *([note] if note else [])):
+    return (*loaded.warnings, *([note] if note else []))
+
+
+def echo_warnings(warnings: Iterable[str]) -> None:
+    for warning in warnings:
         click.echo(f"warning: {terminal_text(warning)}", err=True)
+
+
+def _warned(loaded: LoadedSession) -> LoadedSession:
+    """``loaded``, after its warnings went to stderr."""
+    echo_warnings(load_warnings(loaded))
     return loaded
 
 

@@ -349,7 +349,12 @@ class JsonlStore(SessionStore):
 
     def load(self, session_id: str) -> LoadedSession:
         path = self.locate(session_id)
-        loaded, _ = self._read(session_id, path, path.read_bytes())
+        return self.load_bytes(session_id, path.read_bytes())
+
+    def load_bytes(self, session_id: str, data: bytes) -> LoadedSession:
+        """:meth:`load`, replaying ``data``: the bytes a caller read from
+        :meth:`locate`'s file (and keys a file derived from the log by)."""
+        loaded, _ = self._read(session_id, self.path(session_id), data)
         return loaded
 
     def session_bytes(self, session_id: str) -> bytes:

@@ -1,0 +1,219 @@
+"""The cache audit's checkpoint beside a JSONL log (tapelog.audit._checkpoint):
+the same output with and without it, used only when it names the log's bytes,
+ignored and rebuilt otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from audit._sessions import LogBuilder
+from tapelog.cli import cli
+from tapelog.log import decode, encode
+from tapelog.log._api import Session
+from tapelog.store import JsonlStore
+
+
+def _session() -> Session:
+    """A log whose audit has rows with causes of several kinds (detail objects, seq lists)."""
+    log = LogBuilder()
+    log.user("Shout twice.")
+    first = log.tool_round("c1", "x" * 1000, header=True)
+    second = log.tool_round("c2", "y" * 1000)
+    log.answer("Done.")
+    log.user("Again?")
+    trims = [log.trim(first), log.trim(second)]
+    log.answer("Trimmed.")
+    log.user("Summarise.")
+    log.compact("c7", 1, trims[1].seq)
+    log.answer("Compacted.")
+    return log.session
+
+
+def _store(root: Path, session: Session) -> Path:
+    store = JsonlStore(root)
+    with store.create(session) as writer:
+        writer.flush()
+    return store.path(session.id)
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), obj={"debug": False})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _outputs(root: Path, sid: str) -> tuple[str, str]:
+    """``tapelog cache`` as JSON, then as the table and its sentences."""
+    code, as_json, _ = _run("cache", sid, "--store", str(root), "--json")
+    assert code == 0
+    code, text, _ = _run("cache", sid, "--store", str(root))
+    assert code == 0
+    return as_json, text
+
+
+class _Audits:
+    """Counts the audits the command computes (a run from a checkpoint computes none)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import tapelog.cli._audit_cmds as commands
+
+        self.count = 0
+        real = commands.cache_report
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(commands, "cache_report", counted)
+
+
+def test_a_checkpoint_is_written_and_gives_the_same_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = _session()
+    log = _store(tmp_path, session)
+    audits = _Audits(monkeypatch)
+    first = _outputs(tmp_path, session.id)  # writes the checkpoint
+    assert audits.count == 1
+    checkpoint = log.with_suffix(".audit")
+    assert checkpoint.is_file()
+    second = _outputs(tmp_path, session.id)  # reads it
+    assert audits.count == 1
+    assert second == first
+    assert "trim 2 results" in first[1]
+    assert "compaction c7" in first[1]
+    checkpoint.unlink()
+    assert _outputs(tmp_path, session.id) == first  # and without it
+    assert audits.count == 2
+
+
+def test_a_checkpoint_of_a_shorter_log_is_ignored_and_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = _session()
+    log = _store(tmp_path, session)
+    _outputs(tmp_path, session.id)
+    stale = log.with_suffix(".audit").read_bytes()
+    grown = JsonlStore(tmp_path)
+    resumed, writer = grown.open(session.id)
+    with writer:
+        builder = LogBuilder()
+        builder.session = resumed
+        builder.turn, builder.step = 3, 0
+        builder.user("More.")
+        builder.answer("Yes.")
+        writer.flush()
+    audits = _Audits(monkeypatch)
+    after = _outputs(tmp_path, session.id)
+    assert audits.count == 1  # the stale checkpoint was not used ...
+    assert log.with_suffix(".audit").read_bytes() != stale  # ... and was rebuilt
+    assert len(decode(after[0])["requests"]) == 6
+    log.with_suffix(".audit").unlink()
+    assert _outputs(tmp_path, session.id) == after
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        "a row changed, its digest kept",
+        "another log's digest",
+        "another tapelog version",
+        "not JSON",
+        "a row without its fields",
+    ],
+)
+def test_a_forged_or_damaged_checkpoint_is_ignored_and_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forge: str
+) -> None:
+    session = _session()
+    log = _store(tmp_path, session)
+    truth = _outputs(tmp_path, session.id)
+    checkpoint = log.with_suffix(".audit")
+    original = checkpoint.read_bytes()
+    body = decode(original)
+    if forge == "a row changed, its digest kept":
+        body["rows"][0]["cached_reported"] += 1
+    elif forge == "another log's digest":
+        body["log"]["sha256"] = "0" * 64
+    elif forge == "another tapelog version":
+        body["tapelog"] = "0.0.0"
+    elif forge == "a row without its fields":
+        del body["rows"][0]["rule"]
+    forged = b"{not json" if forge == "not JSON" else encode(body)
+    checkpoint.write_bytes(forged)
+    audits = _Audits(monkeypatch)
+    assert _outputs(tmp_path, session.id) == truth
+    assert audits.count == 1  # the JSON run audited; the table run used the rebuilt one
+    assert checkpoint.read_bytes() == original  # rebuilt, byte for byte
+
+
+def test_a_session_file_gets_its_checkpoint_beside_it(tmp_path: Path) -> None:
+    session = _session()
+    log = _store(tmp_path / "store", session)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(log.read_bytes())
+    code, out, _ = _run("cache", str(copy), "--json")
+    assert code == 0
+    assert (tmp_path / "copy.audit").is_file()
+    assert _run("cache", str(copy), "--json")[1] == out
+
+
+def test_the_warnings_of_the_load_are_printed_from_the_checkpoint(tmp_path: Path) -> None:
+    session = _session()
+    log = _store(tmp_path, session)
+    with log.open("ab") as f:
+        f.write(b'{"seq": 99, "torn')  # a torn final line: dropped with a warning
+    first = _run("cache", session.id, "--store", str(tmp_path), "--json")
+    assert first[0] == 0
+    assert "line 37" in first[2]  # the dropped line, named
+    assert log.with_suffix(".audit").is_file()
+    assert _run("cache", session.id, "--store", str(tmp_path), "--json") == first
+
+
+async def test_a_real_loop_session_reads_the_same_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header-delta cause (its detail holds lists of tool names) and usage
+    from a real agent run on the emulator, with digests in the log."""
+    from audit.test_audit_cli import _stored
+
+    sid = await _stored(tmp_path)
+    first = _outputs(tmp_path, sid)
+    assert "drop: tools +shout" in first[1]
+    audits = _Audits(monkeypatch)
+    assert _outputs(tmp_path, sid) == first
+    assert audits.count == 0
+
+
+def test_the_checkpoint_is_owner_only_and_never_written_through_a_link(tmp_path: Path) -> None:
+    session = _session()
+    log = _store(tmp_path, session)
+    checkpoint = log.with_suffix(".audit")
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"keep me")
+    checkpoint.symlink_to(victim)  # a link planted where the checkpoint goes
+    _outputs(tmp_path, session.id)
+    assert victim.read_bytes() == b"keep me"
+    assert not checkpoint.is_symlink()
+    assert checkpoint.stat().st_mode & 0o777 == 0o600
+    assert not list(tmp_path.glob(".*.tmp"))
+    assert [s.id for s in JsonlStore(tmp_path).list()] == [session.id]
+
+
+def test_a_checkpoint_copied_with_its_log_elsewhere_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load's warnings name the path it read, so a checkpoint is for one path."""
+    session = _session()
+    log = _store(tmp_path / "a", session)
+    first = _run("cache", session.id, "--store", str(tmp_path / "a"), "--json")
+    moved = tmp_path / "b"
+    moved.mkdir()
+    for name in (log.name, log.with_suffix(".audit").name):
+        (moved / name).write_bytes((log.parent / name).read_bytes())
+    audits = _Audits(monkeypatch)
+    assert _run("cache", session.id, "--store", str(moved), "--json") == first
+    assert audits.count == 1
