@@ -1,19 +1,23 @@
 """The one-expression checks of the commonest payloads (``assistant/chunk``,
 ``step/*``) accept and refuse exactly what the full checks do.
 
-A store hands decoded payloads (plain dicts) to :func:`check_payload`, which
-takes the fast path; a frozen copy of the same payload is not a plain dict and
+A store hands decoded payloads (plain dicts) to :func:`check_payload`, an
+append frozen ones; both take the fast path. The same payload behind a
+read-only view (``MappingProxyType``: a mapping, but not a JSON object type)
 goes the long way, so comparing the two compares the paths.
 """
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tapelog._errors import EventError
+from tapelog.log import _payloads as payloads
 from tapelog.log._api import freeze
 from tapelog.log._payloads import check_payload
 
@@ -45,11 +49,24 @@ def _outcome(etype: str, data: Any) -> str | None:
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(["assistant/chunk", "step/start", "step/end"]), _payloads())
 def test_the_fast_path_decides_as_the_full_checks(etype: str, data: dict[str, Any]) -> None:
-    assert _outcome(etype, data) == _outcome(etype, freeze(data))
+    expected = _outcome(etype, MappingProxyType(data))
+    assert _outcome(etype, data) == expected
+    assert _outcome(etype, freeze(data)) == expected
 
 
-def test_a_frozen_payload_takes_the_long_way() -> None:
-    """The premise of the property: a frozen payload is not a plain dict."""
-    frozen = freeze({"turn": 1, "step": 1, "chunk": {"kind": "text"}})
-    assert type(frozen) is not dict
-    assert type(frozen["chunk"]) is not dict  # (the fast paths test type(data) is dict)
+def test_a_read_only_view_takes_the_long_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The premise of the property: a view is checked by the full checks."""
+    calls: list[str] = []
+    real = payloads._need
+
+    def counted(etype: str, data: Any, key: str, kind: Any) -> Any:
+        calls.append(key)
+        return real(etype, data, key, kind)
+
+    monkeypatch.setattr(payloads, "_need", counted)
+    data = {"turn": 1, "step": 1, "chunk": {"kind": "text"}}
+    check_payload("assistant/chunk", data)
+    check_payload("assistant/chunk", freeze(data))
+    assert calls == []
+    check_payload("assistant/chunk", MappingProxyType(data))
+    assert calls == ["turn", "step", "chunk"]

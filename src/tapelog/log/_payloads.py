@@ -11,10 +11,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from tapelog._errors import EventError
+from tapelog.log._freeze import FrozenDict
 
 __all__ = ["HEADER_REASONS", "MESSAGE_ROLES", "check_blocks", "check_payload"]
 
 HEADER_REASONS: Final = ("initial", "resume", "fallback")
+
+
+# JSON objects as a payload arrives: decoded from a line, or frozen by an append.
+_OBJECTS: Final = frozenset({dict, FrozenDict})
 
 
 def _fail(etype: str, message: str) -> EventError:
@@ -127,8 +132,8 @@ def _turn_end(etype: str, data: Mapping[str, Any]) -> None:
 
 
 def _step(etype: str, data: Mapping[str, Any]) -> None:
-    # A decoded payload of the common shape, in one test (what _need accepts first).
-    if type(data) is dict and type(data.get("turn")) is int and type(data.get("step")) is int:
+    # The common shape in one test (exact JSON types: what _need accepts first).
+    if type(data) in _OBJECTS and type(data.get("turn")) is int and type(data.get("step")) is int:
         return
     _need(etype, data, "turn", int)
     _need(etype, data, "step", int)
@@ -195,12 +200,12 @@ def _message(etype: str, data: Mapping[str, Any]) -> None:
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:
-    # The most frequent event of a log: a decoded payload of its common shape
-    # checked in one expression (exact JSON types, what the checks below accept first).
-    chunk = data.get("chunk")
+    # The most frequent event of a log: its common shape checked in one
+    # expression (exact JSON types, what the checks below accept first).
+    chunk: Any = data.get("chunk")
     if (
-        type(data) is dict
-        and type(chunk) is dict
+        type(data) in _OBJECTS
+        and type(chunk) in _OBJECTS
         and type(chunk.get("kind")) is str
         and type(data.get("turn")) is int
         and type(data.get("step")) is int
