@@ -16,6 +16,9 @@ brackets):
 * ``verify``: ``verify_jsonl`` of the file's bytes, as ``tapelog verify`` [≤ 2];
 * ``cache``: ``tapelog cache SESSION --json`` in process: load, ``cache_report``,
   encode [≤ 3];
+* ``cache_checkpointed``: ``tapelog cache SESSION --json`` in process once
+  the first run left its checkpoint beside the file (``<session>.audit``):
+  the bytes are read and hashed, the audit read back [≤ 3];
 * ``serve_first_view``: the CPU a ``tapelog serve`` process spends answering the
   first ``GET /s/SESSION`` (read from ``/proc``, so the server's threads count),
   once its index has audited the session in the background (``--no-serve``
@@ -59,9 +62,11 @@ from typing import Any
 import httpx
 import orjson
 from bench_audit import MODELS, _text, build
+from click.testing import CliRunner
 
 from tapelog.agent import Agent, tool
 from tapelog.audit import cache_report
+from tapelog.cli import cli
 from tapelog.llm import LlmRequest
 from tapelog.llm._api import AbortHandle, BodyCache, OpenAIWire
 from tapelog.llm._types import normalise_usage
@@ -127,6 +132,15 @@ def _median(rounds: int, fn: Callable[[], Any], before: Callable[[], Any] | None
             before()
         times.append(_cpu(fn)[0])
     return statistics.median(times)
+
+
+def _cache_command(root: Path, session_id: str) -> str:
+    result = CliRunner().invoke(
+        cli, ["cache", session_id, "--store", str(root), "--json"], obj={"debug": False}
+    )
+    if result.exit_code != 0:
+        raise RuntimeError(result.output)
+    return result.stdout
 
 
 def _parse_every_line(path: Path) -> int:
@@ -230,6 +244,10 @@ def measure(steps: int, rounds: int, root: Path, serve: bool) -> dict[str, Any]:
             rounds, lambda: encode(cache_report(store.load(session.id).session).to_json())
         ),
     }
+    # `tapelog cache --json` in process: once to write the checkpoint beside
+    # the file, then timed reading it (the bytes are hashed, nothing is loaded).
+    _cache_command(root, session.id)
+    times["cache_checkpointed"] = _median(rounds, lambda: _cache_command(root, session.id))
     resumes = []
     for _ in range(rounds):
         restore()
