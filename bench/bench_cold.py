@@ -22,7 +22,9 @@ brackets):
 * ``serve_first_view``: the CPU a ``tapelog serve`` process spends answering the
   first ``GET /s/SESSION`` (read from ``/proc``, so the server's threads count),
   once its index has audited the session in the background (``--no-serve``
-  skips it) [≤ 2];
+  skips it) [≤ 2], without a checkpoint beside the file and then
+  (``serve_first_view_checkpointed``) with the one ``tapelog cache`` left:
+  the server takes the audit from it and still loads and walks the log;
 * ``resume``: ``JsonlStore.open`` and an ``Agent`` (checker on) on the
   session, then ``first_turn``: its first turn (a tool step and an answer step)
   against a client at the edge that answers at once. The file is restored
@@ -256,7 +258,12 @@ def measure(steps: int, rounds: int, root: Path, serve: bool) -> dict[str, Any]:
     times["resume"] = statistics.median(r for r, _ in resumes)
     times["first_turn"] = statistics.median(f for _, f in resumes)
     if serve:
+        checkpoint = path.with_suffix(".audit")
+        kept = checkpoint.read_bytes()
+        checkpoint.unlink()
         times["serve_first_view"] = _first_view(root, session.id)
+        checkpoint.write_bytes(kept)
+        times["serve_first_view_checkpointed"] = _first_view(root, session.id)
     return {
         "steps": steps,
         "events": len(session),

@@ -58,7 +58,7 @@ class _Audits:
     """Counts the audits the command computes (a run from a checkpoint computes none)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import tapelog.cli._audit_cmds as commands
+        import tapelog.cli._checkpointed as commands
 
         self.count = 0
         real = commands.cache_report
@@ -217,3 +217,56 @@ def test_a_checkpoint_copied_with_its_log_elsewhere_is_rebuilt(
     audits = _Audits(monkeypatch)
     assert _run("cache", session.id, "--store", str(moved), "--json") == first
     assert audits.count == 1
+
+
+def test_report_takes_the_audit_from_the_checkpoint_and_writes_the_same_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = _session()
+    log = _store(tmp_path, session)
+    pages = []
+    for name in ("first.html", "second.html"):
+        out = tmp_path / name
+        code, _, _ = _run("report", session.id, "--store", str(tmp_path), "-o", str(out))
+        assert code == 0
+        pages.append(out.read_bytes())
+        if name == "first.html":  # written by the first run, read by the second
+            assert log.with_suffix(".audit").is_file()
+            audits = _Audits(monkeypatch)
+    assert audits.count == 0
+    assert pages[0] == pages[1]
+
+
+def test_serve_takes_the_audit_of_the_log_as_loaded_from_a_matching_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tapelog.serve._live as live_module
+    from tapelog.serve._live import LiveSession
+
+    session = _session()
+    _store(tmp_path, session)
+    fresh = LiveSession(JsonlStore(tmp_path), session.id).audit()
+    _outputs(tmp_path, session.id)  # leaves the checkpoint
+    computed: list[object] = []
+    real = live_module.cache_report
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        computed.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(live_module, "cache_report", counted)
+    live = LiveSession(JsonlStore(tmp_path), session.id)
+    assert live.audit().to_json() == fresh.to_json()
+    assert computed == []
+    # A log that grew since is audited afresh, checkpoint or not.
+    grown, writer = JsonlStore(tmp_path).open(session.id)
+    with writer:
+        builder = LogBuilder()
+        builder.session = grown
+        builder.turn = 3
+        builder.user("More.")
+        builder.answer("Yes.")
+        writer.flush()
+    live = LiveSession(JsonlStore(tmp_path), session.id)
+    assert len(live.audit().requests) == len(fresh.requests) + 1
+    assert len(computed) == 1

@@ -10,6 +10,9 @@ changed, a checkpoint edited, truncated or written by another version) it is
 ignored, the log is loaded and audited as without it, and the file is rewritten.
 A matching checkpoint saves the load and the audit: a log that validated once
 validates again byte for byte, and the audit is a pure function of the log.
+``tapelog report`` (which loads the log for its timeline anyway) and the first
+view of a session in ``tapelog serve`` take the audit from a matching
+checkpoint too; ``report`` writes one when there was none, ``serve`` only reads.
 
 The checkpoint holds the rows (totals are recomputed from them), the warnings
 the load gave (a run from the checkpoint prints them as the load would have),
@@ -65,12 +68,13 @@ def _row(obj: Mapping[str, Any]) -> RequestCache:
 
 
 def read_checkpoint(
-    path: Path, data: bytes, read_as: str
+    path: Path, data: bytes, read_as: str | None
 ) -> tuple[CacheReport, tuple[str, ...]] | None:
-    """The audit the checkpoint at ``path`` holds for the log bytes ``data``
-    (read as ``read_as``: a file or store path),
+    """The audit the checkpoint at ``path`` holds for the log bytes ``data``,
     with the warnings their load gave; ``None`` when there is none or it does
-    not match (see the module docstring)."""
+    not match (see the module docstring). ``read_as`` (a file or store path)
+    must match too when the warnings are to be printed from the checkpoint;
+    ``None`` when the caller loads the log and has its own."""
     try:
         obj = decode(path.read_bytes())
         if not (
@@ -78,8 +82,11 @@ def read_checkpoint(
             and obj.get("format") == _FORMAT
             and obj.get("version") == _VERSION
             and obj.get("tapelog") == __version__
-            and obj.get("log") == _log_key(data, read_as)
         ):
+            return None
+        log: Any = obj.get("log")
+        key = _log_key(data, log["read_as"] if read_as is None else read_as)
+        if log != key:
             return None
         rows, warnings = obj["rows"], obj["warnings"]
         if obj.get("sha256") != _content_digest(obj["session"], rows, warnings):

@@ -13,22 +13,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tapelog.audit import CacheReport, RequestDiff, cache_report, request_diff
-from tapelog.audit._api import (
-    checkpoint_path,
-    edit_sentence,
-    header_sentence,
-    read_checkpoint,
-    write_checkpoint,
-)
+from tapelog.audit import CacheReport, RequestDiff, request_diff
+from tapelog.audit._api import edit_sentence, header_sentence
+from tapelog.cli._checkpointed import checkpointed_audit
 from tapelog.cli._common import store_option
-from tapelog.cli._store_cmds import (
-    echo_warnings,
-    load_target,
-    load_target_bytes,
-    load_warnings,
-    target_file,
-)
+from tapelog.cli._store_cmds import load_target
 from tapelog.cli._terminal import terminal_text
 from tapelog.log import encode
 
@@ -94,34 +83,13 @@ def cache_breaks_text(report: CacheReport) -> str:
     return terminal_text("\n".join(["cache breaks:", *(f"  {line}" for line in lines)]))
 
 
-def _audited(target: str, store: str | None) -> CacheReport:
-    """The cache audit of a session, and its load's warnings on stderr: from the
-    checkpoint beside the session's JSONL file when it matches the file's bytes,
-    else computed and checkpointed (tapelog.audit._checkpoint)."""
-    found = target_file(target, store)
-    if found is None:
-        return cache_report(load_target(target, store))
-    path, data, read_as = found
-    where = checkpoint_path(path)
-    kept = read_checkpoint(where, data, read_as)
-    if kept is not None:
-        report, warnings = kept
-    else:
-        loaded = load_target_bytes(target, store, data)
-        warnings = load_warnings(loaded)
-        report = cache_report(loaded.session)
-        write_checkpoint(where, data, read_as, report, warnings)
-    echo_warnings(warnings)
-    return report
-
-
 @click.command("cache")
 @click.argument("target", metavar="SESSION")
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/cli.md).")
 def cache_cmd(target: str, store: str | None, as_json: bool) -> None:
     """Audit the prompt cache of SESSION: reported vs expected per request, and why it dropped."""
-    report = _audited(target, store)
+    report = checkpointed_audit(target, store)
     if as_json:
         click.echo(encode(report.to_json()).decode("utf-8"))
         return

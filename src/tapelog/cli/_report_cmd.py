@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from tapelog.audit import render_report
+from tapelog.audit import report_html
+from tapelog.audit._api import report_parts
+from tapelog.cli._checkpointed import loaded_and_audited
 from tapelog.cli._common import store_option, write_output
-from tapelog.cli._store_cmds import load_target
 
 __all__ = ["COMMANDS"]
 
@@ -29,8 +30,8 @@ def report_cmd(target: str, store: str | None, output: Path) -> None:
     SESSION is a session id in the store or the path of a session file. The
     page is one file with everything inline; it loads nothing from the network.
     """
-    session = load_target(target, store)
-    html = render_report(session).encode("utf-8")
+    session, audit = loaded_and_audited(target, store)
+    html = report_html(report_parts(session, audit=audit)).encode("utf-8")
     write_output(output, html)
     requests = sum(1 for e in session.events if e.type == "step/start")
     click.echo(f"wrote {output} ({requests} request(s), {len(html) / 1024:.0f} KiB)")

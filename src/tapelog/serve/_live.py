@@ -15,8 +15,10 @@ the log afresh and names the problem.
 
 What a page needs beyond the events (the walk of its requests, the cache
 audit, the report's parts of the windows last shown) is computed once per
-length of the log, so looking at a session again costs only what changed. The
-server keeps the few sessions looked at last (:class:`LiveSessions`).
+length of the log (the audit of the log as loaded comes from the checkpoint
+``tapelog cache`` or ``report`` left beside a JSONL file, when it matches),
+so looking at a session again costs only what changed. The server keeps the
+few sessions looked at last (:class:`LiveSessions`).
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ from typing import Final
 
 from tapelog._errors import CorruptLogError
 from tapelog.audit import CacheReport, cache_report
-from tapelog.audit._api import ReportParts
+from tapelog.audit._api import ReportParts, checkpoint_path, read_checkpoint
 from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 from tapelog.serve._index import store_label
 from tapelog.serve._summary import FOLDED_TYPES, Summary
-from tapelog.store import SessionStore
+from tapelog.store import JsonlStore, SessionStore
 from tapelog.store._api import read_session_bytes
 
 __all__ = ["LiveSession", "LiveSessions"]
@@ -71,7 +73,10 @@ class LiveSession:
         self._numbers: dict[int, int] = {}
         self._sent = 0
         self._walked: tuple[int, list[WalkedRequest]] | None = None
-        self._audit: tuple[int, CacheReport] | None = None
+        kept = _checkpointed(store, session_id, data)
+        self._audit: tuple[int, CacheReport] | None = (
+            None if kept is None else (len(loaded.session), kept)
+        )
         self._status: tuple[float, bool] | None = None
         self._parts: dict[tuple[int, int], ReportParts] = {}
 
@@ -181,6 +186,16 @@ class LiveSession:
         """Up to ``limit`` events after ``seq``."""
         events = self.session.events
         return events[seq + 1 : min(seq + 1 + limit, len(events))]
+
+
+def _checkpointed(store: SessionStore, session_id: str, data: bytes) -> CacheReport | None:
+    """The cache audit a checkpoint beside a JSONL session file holds for
+    exactly ``data`` (``tapelog cache`` and ``tapelog report`` write it; the
+    server only reads it), so a first view need not audit the log again."""
+    if not isinstance(store, JsonlStore):
+        return None
+    kept = read_checkpoint(checkpoint_path(store.path(session_id)), data, None)
+    return None if kept is None else kept[0]
 
 
 class LiveSessions:
