@@ -265,19 +265,30 @@ async def test_header_changes_are_named_per_request(tmp_path: Path) -> None:
     assert_rebuilds(sessions, emu)
 
 
-async def test_the_session_index_is_rebuilt_from_the_store(tmp_path: Path) -> None:
+async def test_the_session_index_is_kept_in_the_store_and_rebuilt_without_it(
+    tmp_path: Path,
+) -> None:
     async with in_process(tmp_path) as (proxy, _, http):
         messages: list[Any] = [{"role": "user", "content": "hi"}]
         response = await post(http, PATH, {"model": MODEL, "messages": messages})
         messages += [response.json()["choices"][0]["message"], {"role": "user", "content": "more"}]
     (session_id,) = sessions_in(tmp_path)
+    index = tmp_path / ".index" / "points.jsonl"
+    assert session_id.encode() in index.read_bytes()
     async with in_process(tmp_path) as (proxy, _emu, http):
         assert await proxy.start() == 1
         assert proxy.index.end(session_id) is not None
         response = await post(http, PATH, {"model": MODEL, "messages": messages})
         assert response.status_code == 200
     assert list(sessions_in(tmp_path)) == [session_id]
-    # A proxy indexing no stored session starts new ones.
+    # The index is derived from the sessions: without it, a proxy rebuilds it.
+    index.unlink()
+    async with in_process(tmp_path) as (proxy, _emu, http):
+        assert await proxy.start() == 1
+        assert proxy.index.end(session_id) is not None
+    assert session_id.encode() in index.read_bytes()
+    # A proxy that rebuilds no stored session starts new ones.
+    index.unlink()
     async with in_process(tmp_path, scan_limit=0) as (proxy, _, http):
         assert await proxy.start() == 0
         await post(http, PATH, {"model": MODEL, "messages": messages})

@@ -1,4 +1,4 @@
-"""Which session a request continues: the in-memory index of conversation points.
+"""Which session a request continues: the index of conversation points.
 
 Every time a proxied turn ends, its session's history (the projected messages,
 what the next request of that conversation must start with) is recorded as a
@@ -22,7 +22,11 @@ and decides, in this order:
    log up to that point's ``turn/end``;
 4. **new**: a new session.
 
-Matching costs one dictionary lookup per message of the request. Points are
+The points come from the store (``tapelog.store._points``): a replica records
+each turn's point there and folds every record it has not seen into this
+index before it matches a request (``_sessions``), so every replica on one
+store knows every conversation. Matching costs one dictionary lookup per
+message of the request. Points are
 kept per turn (not per message), so a request that branches off in the
 middle of a turn (before its answer) matches the point before that turn.
 """
@@ -32,6 +36,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from tapelog.store._api import PointRecord
 
 __all__ = ["Match", "Point", "SessionIndex"]
 
@@ -73,12 +79,13 @@ class SessionIndex:
         found = self._ends.get(session_id)
         return found[0] if found is not None else None
 
-    def record(
-        self, session_id: str, chain: Sequence[bytes], seq: int, *, anchor: bytes | None
-    ) -> None:
-        """A turn of ``session_id`` ended at ``seq`` with the history ``chain``
-        names; ``anchor`` is the loose key of its last message when that is an
-        assistant message (what an edited continuation still holds)."""
+    def apply(self, record: PointRecord) -> None:
+        """A turn of ``record.session_id`` ended at ``record.seq`` with a history of
+        ``record.length`` messages whose chain ends with ``record.digest``;
+        ``record.anchor`` is the loose key of its last message when that is an
+        assistant message (what an edited continuation still holds). Records are
+        applied in the store's order, so every replica's index agrees."""
+        session_id = record.session_id
         self._tick += 1
         self._active[session_id] = self._tick
         old = self._ends.pop(session_id, None)
@@ -88,19 +95,19 @@ class SessionIndex:
                 holders.pop(session_id, None)
                 if not holders:
                     del self._anchors[(old[1], old[0].length)]
-        if not chain:
+        if not record.length:
             return
-        point = Point(session_id, len(chain), seq)
-        digest = chain[-1]
+        point = Point(session_id, record.length, record.seq)
+        digest = record.digest
         self._points.setdefault(digest, {})[session_id] = point
         self._digests.setdefault(session_id, []).append(digest)
-        self._ends[session_id] = (point, anchor)
-        if anchor is not None:
-            self._anchors.setdefault((anchor, point.length), {})[session_id] = None
+        self._ends[session_id] = (point, record.anchor)
+        if record.anchor is not None:
+            self._anchors.setdefault((record.anchor, point.length), {})[session_id] = None
 
     def forget(self, session_id: str) -> None:
         """Drop every point of ``session_id`` (a session that can no longer be written)."""
-        self.record(session_id, (), -1, anchor=None)
+        self.apply(PointRecord(session_id, b"", 0, -1))
         for digest in self._digests.pop(session_id, ()):
             holders = self._points.get(digest)
             if holders is not None:

@@ -56,6 +56,7 @@ from tapelog.store._format import header_line
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
 from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
+from tapelog.store._pg_points import PostgresPointLog, ensure_points_table
 from tapelog.store._pg_secrets import (
     SECRET_PARAMS,
     hide_secrets,
@@ -67,6 +68,7 @@ from tapelog.store._pg_sql import (
     DDL,
     HOLDER,
     INSERT_SESSION,
+    LAST_SEQ,
     LIST,
     SCHEMA_NAME,
     first_line,
@@ -112,6 +114,11 @@ class PostgresWriter(SessionWriter):
         with self._store._errors(action + " to", advice="", failed=failed):
             self._store._insert_events(self._conn, self.session_id, self._next_seq, lines)
         self._next_seq += len(lines)
+
+    @property
+    def next_seq(self) -> int:
+        """The seq of the next event this writer stores."""
+        return self._next_seq
 
     def _release(self) -> None:
         self._store._hang_up(self._conn)
@@ -171,6 +178,7 @@ class PostgresStore(SessionStore):
         server = repr(self._shown) if self._shown else "the default server"
         self._where = f"at {server} (PostgreSQL schema {schema})"
         self._schema_ready = False
+        self._points = PostgresPointLog(self)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._shown!r}, schema={self.schema!r})"
@@ -257,7 +265,7 @@ class PostgresStore(SessionStore):
         """
         self._schema_ready = False
         with self._connect() as conn:
-            self._ensure_schema(conn)
+            ensure_points_table(self, conn)
 
     def _ensure_schema(self, conn: Connection[Any]) -> None:
         if self._schema_ready:
@@ -368,6 +376,22 @@ class PostgresStore(SessionStore):
                 writer.close()
                 raise
         return loaded.session, writer
+
+    def reattach(self, closed: SessionWriter) -> PostgresWriter | None:
+        if not isinstance(closed, PostgresWriter) or not closed.reattachable:
+            return None
+        session_id = closed.session_id
+        with self._writer_connection(
+            f"open session {session_id} in", advice="check the server"
+        ) as conn:
+            self._lock(conn, session_id)
+            row = conn.execute(self._sql(LAST_SEQ), (session_id,)).fetchone()
+        if row is None or (-1 if row[0] is None else row[0]) != closed.next_seq - 1:
+            self._hang_up(conn)  # another writer was here
+            return None
+        writer = PostgresWriter(closed.session, store=self, conn=conn)
+        writer._carry(closed)
+        return writer
 
     def _exists_error(self, session_id: str) -> SessionExistsError:
         return SessionExistsError(
@@ -485,6 +509,9 @@ class PostgresStore(SessionStore):
                 return set()
             ids = [r[0] for r in conn.execute(self._sql("SELECT id FROM {s}.sessions"))]
         return {i for i in ids if self._lock_key(i) in held}
+
+    def point_log(self) -> PostgresPointLog:
+        return self._points
 
     def list(self) -> builtins.list[SessionSummary]:
         with self._reading("list the sessions in") as conn:
