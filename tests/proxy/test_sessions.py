@@ -378,3 +378,26 @@ async def test_reasoning_a_client_stops_sending_back_is_a_replace(tmp_path: Path
     assert "client changed messages[1]" in lines[2]
     assert "wire.reasoning_send_back -> present" in lines[2]
     assert_rebuilds({session.id: session}, emu)
+
+
+async def test_the_last_request_sent_again_continues_its_session(tmp_path: Path) -> None:
+    """A client whose answer was lost (a replica died after logging it) sends the
+    same request again: the session goes on, the earlier answer replaced."""
+    lines: list[str] = []
+    async with in_process(tmp_path, lines=lines) as (_, emu, http):
+        history: list[Any] = [{"role": "user", "content": "hi"}]
+        first = await post(http, PATH, {"model": MODEL, "messages": history})
+        history += [first.json()["choices"][0]["message"], {"role": "user", "content": "x"}]
+        await post(http, PATH, {"model": MODEL, "messages": history})
+        again = await post(http, PATH, {"model": MODEL, "messages": history})
+        history += [again.json()["choices"][0]["message"], {"role": "user", "content": "y"}]
+        await post(http, PATH, {"model": MODEL, "messages": history})
+    sessions = sessions_in(tmp_path)
+    assert len(sessions) == 1
+    (session,) = sessions.values()
+    assert "the last request again: its earlier answer replaced" in lines[2]
+    assert not any("forked" in line or "new session" in line for line in lines[1:])
+    replaced = [e for e in session.events if isinstance(e.surface_op, dict)]
+    assert [e.type for e in replaced] == ["user/message"]
+    assert _user_texts(session)[-3:] == ["hi", "x", "y"]
+    assert_rebuilds(sessions, emu)

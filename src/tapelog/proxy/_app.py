@@ -358,7 +358,9 @@ class Proxy:
             changes.append("new session")
         elif assigned.how == "fork":
             changes.append(f"forked from {assigned.parent}")
-        if plan.changed is not None:
+        elif assigned.how == "retry":
+            changes.append("the last request again: its earlier answer replaced")
+        if plan.changed is not None and assigned.how != "retry":
             changes.append(f"client changed {messages.where(plan.changed, offset)}")
         return changes
 

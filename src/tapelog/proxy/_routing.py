@@ -3,7 +3,7 @@
 A request that names its session (``explicit``) gets that one, opened or
 created. Any other is matched against the conversation index (``_index``),
 brought up to date from the store first, so a replica routes a request by what
-every replica recorded: **extend** or **edit** open the matched session,
+every replica recorded: **extend**, **retry** or **edit** open the matched session,
 **fork** seeds a new one at the matched point, **new** creates one.
 
 The per-session lock spans replicas: opening a session for writing takes the
@@ -70,7 +70,7 @@ class Router:
             await sessions.refresh()
             match: Match = sessions.index.match(chain, keys, busy)
             point = match.point
-            if match.kind in ("extend", "edit"):
+            if match.kind in ("extend", "retry", "edit"):
                 assert point is not None
                 try:
                     state = await sessions.open(point.session_id)

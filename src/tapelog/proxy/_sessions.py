@@ -317,11 +317,12 @@ class Sessions:
 def _record(session_id: str, chain: SurfaceChain, history: History, seq: int) -> PointRecord:
     """The point of a session whose history is ``history`` at seq ``seq``."""
     digests = chain.update(history)
-    anchor = None
+    anchor = retry = None
     if len(history) and history[len(history) - 1][1]["role"] == "assistant":
         anchor = chain.key_at(history, len(history) - 1)
+        retry = digests[-2] if len(digests) > 1 else None
     digest = digests[-1] if digests else b""
-    return PointRecord(session_id, digest, len(digests), seq, anchor)
+    return PointRecord(session_id, digest, len(digests), seq, anchor, retry)
 
 
 def _points_of(session_id: str, events: Iterable[Event]) -> list[PointRecord]:

@@ -3,7 +3,7 @@
 ::
 
     points(id bigserial PK, session_id text, digest bytea, length int,
-           seq int, anchor bytea)
+           seq int, anchor bytea, retry bytea)
 
 A position is the ``id`` of the last row read. Appends take a transaction-level
 advisory lock first, so rows commit in ``id`` order and a reader that has
@@ -36,14 +36,17 @@ CREATE TABLE IF NOT EXISTS {s}.points (
     digest bytea NOT NULL,
     length integer NOT NULL,
     seq integer NOT NULL,
-    anchor bytea
+    anchor bytea,
+    retry bytea
 );
 """
 _INSERT: Final = (
-    "INSERT INTO {s}.points (session_id, digest, length, seq, anchor) VALUES (%s, %s, %s, %s, %s)"
+    "INSERT INTO {s}.points (session_id, digest, length, seq, anchor, retry) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
 )
 _READ: Final = (
-    "SELECT id, session_id, digest, length, seq, anchor FROM {s}.points WHERE id > %s ORDER BY id"
+    "SELECT id, session_id, digest, length, seq, anchor, retry FROM {s}.points "
+    "WHERE id > %s ORDER BY id"
 )
 _LOCK_NAME: Final = "/points"  # no session id has a slash: its own advisory key
 
@@ -82,7 +85,7 @@ class PostgresPointLog(PointLog):
     def append(self, records: Sequence[PointRecord]) -> None:
         if not records:
             return
-        rows = [(r.session_id, r.digest, r.length, r.seq, r.anchor) for r in records]
+        rows = [(r.session_id, r.digest, r.length, r.seq, r.anchor, r.retry) for r in records]
         with self._lock:
             conn = self._connection()
             with (
@@ -106,8 +109,9 @@ class PostgresPointLog(PointLog):
                 length=length,
                 seq=seq,
                 anchor=None if anchor is None else bytes(anchor),
+                retry=None if retry is None else bytes(retry),
             )
-            for _, sid, digest, length, seq, anchor in rows
+            for _, sid, digest, length, seq, anchor, retry in rows
         ]
         return records, (rows[-1][0] if rows else position)
 

@@ -36,14 +36,17 @@ __all__ = ["PointLog", "PointRecord"]
 class PointRecord:
     """Session ``session_id`` stood at seq ``seq`` with a history of ``length``
     messages whose chain digest is ``digest``; ``anchor`` is the loose key of
-    its last message when that is an answer (``None`` otherwise). A record with
-    ``length == 0`` says the session has no point any more."""
+    its last message when that is an answer (``None`` otherwise), and ``retry``
+    the chain digest of the history without that answer (what a client that
+    sends its last request again sends). A record with ``length == 0`` says the
+    session has no point any more."""
 
     session_id: str
     digest: bytes
     length: int
     seq: int
     anchor: bytes | None = None
+    retry: bytes | None = None
 
     def encode(self) -> bytes:
         """The record as one canonical JSON line (without its newline)."""
@@ -55,6 +58,8 @@ class PointRecord:
         }
         if self.anchor is not None:
             data["anchor"] = self.anchor.hex()
+        if self.retry is not None:
+            data["retry"] = self.retry.hex()
         return encode(data)
 
     @classmethod
@@ -63,13 +68,14 @@ class PointRecord:
         crash cut short, say)."""
         try:
             data = decode(line)
-            anchor = data.get("anchor")
+            anchor, retry = data.get("anchor"), data.get("retry")
             return cls(
                 session_id=str(data["session"]),
                 digest=bytes.fromhex(data["digest"]),
                 length=int(data["length"]),
                 seq=int(data["seq"]),
                 anchor=None if anchor is None else bytes.fromhex(anchor),
+                retry=None if retry is None else bytes.fromhex(retry),
             )
         except (JsonValueError, KeyError, TypeError, ValueError, AttributeError):
             return None
