@@ -12,9 +12,11 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 
 from tapelog.log._api import Session
 from tapelog.store import SessionStore
@@ -27,13 +29,14 @@ _CODE = "from tapelog.cli import main; main()"
 
 @dataclass
 class Replica:
-    """One ``tapelog proxy`` process; :meth:`start` (again) after :meth:`kill`."""
+    """One ``tapelog proxy`` process, its output in ``log``; :meth:`start` (again,
+    on the same port) after :meth:`kill`."""
 
     store: str
     upstream_port: int
+    log: Path
     port: int = 0
-    proc: subprocess.Popen[str] | None = None
-    outputs: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -51,31 +54,36 @@ class Replica:
             "--store",
             self.store,
         ]
-        env = {**os.environ, "DEEPSEEK_API_KEY": "", "TAPELOG_PROVIDERS": ""}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CODE, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        assert self.proc.stdout is not None
-        first = self.proc.stdout.readline()
-        found = re.search(r"http://127\.0\.0\.1:(\d+)", first)
-        assert found is not None, first + self.proc.stdout.read()
-        self.port = int(found.group(1))
-        self.outputs.append(first)
+        env = {
+            **os.environ,
+            "DEEPSEEK_API_KEY": "",
+            "TAPELOG_PROVIDERS": "",
+            "PYTHONUNBUFFERED": "1",
+        }
+        start = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:  # a file, not a pipe: nothing blocks on a full pipe
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _CODE, *args], stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+        deadline = time.monotonic() + 30
+        while True:
+            text = self.log.read_bytes()[start:].decode(errors="replace")
+            found = re.search(r"tapelog proxy on http://127\.0\.0\.1:(\d+)", text)
+            if found is not None:
+                self.port = int(found.group(1))
+                return
+            assert self.proc.poll() is None, text
+            assert time.monotonic() < deadline, f"the proxy did not start: {text}"
+            time.sleep(0.02)
 
     def kill(self) -> None:
         """SIGKILL: no flush, no clean close; what was durable stays."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=20)
-        self._collect()
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
-            self._collect()
             return
         self.proc.send_signal(signal.SIGINT)
         try:
@@ -83,21 +91,16 @@ class Replica:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=20)
-        self._collect()
-
-    def _collect(self) -> None:
-        if self.proc is not None and self.proc.stdout is not None:
-            self.outputs.append(self.proc.stdout.read())
-            self.proc.stdout.close()
 
 
 @contextmanager
-def replicas(store: str, upstream_port: int, count: int) -> Iterator[list[Replica]]:
-    """``count`` started replicas on ``store``; stopped (SIGINT) at the end."""
+def replicas(store: str, upstream_port: int, count: int, logs: Path) -> Iterator[list[Replica]]:
+    """``count`` started replicas on ``store`` (their output in ``logs``); stopped
+    (SIGINT) at the end."""
     started: list[Replica] = []
     try:
-        for _ in range(count):
-            replica = Replica(store, upstream_port)
+        for i in range(count):
+            replica = Replica(store, upstream_port, logs / f"replica-{i}.log")
             replica.start()
             started.append(replica)
         yield started

@@ -68,11 +68,11 @@ def assert_one_session_each(store: SessionStore, upstream: Emulator, conversatio
 
 
 def test_two_postgres_replicas_alternating_give_one_session_per_conversation(
-    pg_store: tuple[str, PostgresStore],
+    pg_store: tuple[str, PostgresStore], tmp_path: Path
 ) -> None:
     url, store = pg_store
     upstream = Emulator()
-    with serve(upstream.app) as port, replicas(url, port, 2) as reps:
+    with serve(upstream.app) as port, replicas(url, port, 2, tmp_path) as reps:
         alternate(reps, conversations=4, turns=6)
     assert_one_session_each(store, upstream, 4)
 
@@ -80,7 +80,7 @@ def test_two_postgres_replicas_alternating_give_one_session_per_conversation(
 def test_two_jsonl_replicas_alternating_give_one_session_per_conversation(tmp_path: Path) -> None:
     root = tmp_path / "sessions"
     upstream = Emulator()
-    with serve(upstream.app) as port, replicas(str(root), port, 2) as reps:
+    with serve(upstream.app) as port, replicas(str(root), port, 2, tmp_path) as reps:
         alternate(reps, conversations=3, turns=4)
     assert_one_session_each(JsonlStore(root), upstream, 3)
 
@@ -115,13 +115,13 @@ class Gate:
 
 
 def test_a_replica_killed_mid_stream_loses_nothing_and_the_retry_continues_the_session(
-    pg_store: tuple[str, PostgresStore],
+    pg_store: tuple[str, PostgresStore], tmp_path: Path
 ) -> None:
     url, store = pg_store
     upstream = Emulator()
     gate = Gate(upstream.app)
     messages: list[Any] = [{"role": "user", "content": "first"}]
-    with serve(gate) as port, replicas(url, port, 2) as (a, b):
+    with serve(gate) as port, replicas(url, port, 2, tmp_path) as (a, b):
         with OpenAI(base_url=a.url, api_key=SECRET, max_retries=0) as client:
             answer = client.chat.completions.create(model="deepseek-chat", messages=messages)
         messages += [{"role": "assistant", "content": answer.choices[0].message.content}]
