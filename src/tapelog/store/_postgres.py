@@ -57,6 +57,7 @@ from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
 from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
 from tapelog.store._pg_points import PostgresPointLog, ensure_points_table
+from tapelog.store._pg_pool import IdleConnections
 from tapelog.store._pg_secrets import (
     SECRET_PARAMS,
     hide_secrets,
@@ -179,6 +180,7 @@ class PostgresStore(SessionStore):
         self._where = f"at {server} (PostgreSQL schema {schema})"
         self._schema_ready = False
         self._points = PostgresPointLog(self)
+        self._idle = IdleConnections()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._shown!r}, schema={self.schema!r})"
@@ -189,6 +191,8 @@ class PostgresStore(SessionStore):
         import psycopg
 
         options: dict[str, Any] = {}
+        if writer and (kept := self._idle.take()) is not None:
+            return kept
         if writer:  # lets a refused writer learn which process holds the lock
             options["application_name"] = f"tapelog pid {os.getpid()} on {socket.gethostname()}"
         with self._errors("connect to", advice="check the connection string and the server"):
@@ -231,8 +235,10 @@ class PostgresStore(SessionStore):
             with contextlib.suppress(psycopg.Error):
                 if not conn.broken:
                     conn.execute("SELECT pg_advisory_unlock_all()")
+                    self._idle.give(conn)  # unlocked: the next writer may use it
         finally:
-            conn.close()
+            if not conn.closed and conn not in self._idle:
+                conn.close()
 
     def _sql(self, template: str) -> Composed:
         from psycopg import sql
