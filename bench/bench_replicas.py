@@ -41,13 +41,14 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from proxy._balanced import campaign, haproxy, play, summary
+from proxy._balanced import Played, campaign, haproxy, play, summary
 from proxy._helpers import own_requests, serve
 from proxy._replicas import replicas, stored_sessions
 from tapelog.emulator import Emulator
 from tapelog.store import PostgresStore
 
 REPLICAS = 3
+SAMPLES = 200
 
 
 def _url(conninfo: str, schema: str) -> str:
@@ -71,18 +72,28 @@ def level(conninfo: str, conversations: int, turns: int, *, kill: bool) -> dict[
     _drop(conninfo, schema)
     upstream = Emulator(keep_requests=conversations * turns * 4)
     out: dict[str, Any] = {"conversations": conversations, "turns": turns}
+    # At least SAMPLES requests per level (rounds of new conversations), direct
+    # and proxied in turn, so that load from elsewhere falls on both alike.
+    rounds = 1 if kill else max(1, SAMPLES // (conversations * turns))
+    direct, proxied = Played([]), Played([])
     try:
-        with tempfile.TemporaryDirectory() as tmp, serve(upstream.app) as port:
-            direct = asyncio.run(play(f"http://127.0.0.1:{port}/deepseek", conversations, turns))
-            upstream.received.clear()
-            with (
-                replicas(_url(conninfo, schema), port, REPLICAS, Path(tmp)) as reps,
-                haproxy(Path(tmp), reps) as base,
-            ):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            serve(upstream.app) as port,
+            replicas(_url(conninfo, schema), port, REPLICAS, Path(tmp)) as reps,
+            haproxy(Path(tmp), reps) as base,
+        ):
+            for r in range(rounds):
+                tag = f"round {r}: "
+                got = asyncio.run(play(f"http://127.0.0.1:{port}/deepseek", conversations, turns))
+                direct.latencies += got.latencies
+                upstream.received.clear()
                 if kill:
-                    proxied, _ = asyncio.run(campaign(base, reps, conversations, turns))
+                    got, _ = asyncio.run(campaign(base, reps, conversations, turns))
                 else:
-                    proxied = asyncio.run(play(base, conversations, turns))
+                    got = asyncio.run(play(base, conversations, turns, tag=tag))
+                proxied.latencies += got.latencies
+                proxied.retried += got.retried
         d, p = summary(direct.latencies), summary(proxied.latencies)
         out |= {"direct": d, "proxied": p, "retried": proxied.retried}
         out["added_p50_ms"] = round(p["p50_ms"] - d["p50_ms"], 2)

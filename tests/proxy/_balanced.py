@@ -167,11 +167,12 @@ async def _turn(
 
 
 async def play(
-    base_url: str, conversations: int, turns: int, played: Played | None = None
+    base_url: str, conversations: int, turns: int, played: Played | None = None, tag: str = ""
 ) -> Played:
     """``conversations`` concurrent conversations of ``turns`` turns through
     ``base_url``; every other turn streams (alternating per conversation).
-    ``played``: where to record (read it while this runs to follow progress)."""
+    ``played``: where to record (read it while this runs to follow progress);
+    ``tag`` sets these conversations apart from those of another call."""
     played = played or Played([])
     played.histories[:] = [[] for _ in range(conversations)]
     client = AsyncOpenAI(base_url=base_url, api_key=KEY, max_retries=4, timeout=60)
@@ -179,7 +180,7 @@ async def play(
     async def converse(c: int) -> None:
         history = played.histories[c]
         for t in range(turns):
-            history.append({"role": "user", "content": f"conversation {c}, turn {t}"})
+            history.append({"role": "user", "content": f"{tag}conversation {c}, turn {t}"})
             text = await _turn(client, history, stream=(c + t) % 2 == 0, played=played)
             history.append({"role": "assistant", "content": text})
 

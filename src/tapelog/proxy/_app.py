@@ -264,11 +264,11 @@ class Proxy:
                 state.session.history(), messages.neutral, self.translator.same(header)
             )
         except TapelogError as exc:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
             return self._refuse(family, error, assigned.state.id)
         except BaseException:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             raise
         return await self._send(request, parsed, messages, assigned, header, plan)
 

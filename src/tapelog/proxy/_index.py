@@ -19,7 +19,9 @@ and decides, in this order:
    conversation continues in that session; the old answer is replaced (a
    logged replace) rather than forked off, so a retry on another replica
    stays in the one session. An identical resend to get another answer looks
-   the same on the wire and is logged the same way;
+   the same on the wire and is logged the same way. Not for a session's
+   first exchange: two clients that open with the same message (a "hello")
+   are new sessions, as before;
 3. **edit**: the request holds, at the same position, the last answer of a
    session that ended with an assistant message: the conversation continues,
    but the client changed something before it (a rewritten message, an

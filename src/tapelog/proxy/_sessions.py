@@ -276,6 +276,19 @@ class Sessions:
                 _log.warning("recording the point of session %s failed: %s", state.id, exc)
         state.writer.close()
 
+    def let_go(self, state: SessionState) -> None:
+        """Release a session a refused request held (nothing of the request was
+        logged): its writer closed, so another replica may take the session,
+        and its lock (blocking I/O, on an error path only)."""
+        try:
+            self.release(state, None)
+        except Exception as exc:  # kept open: the next request flushes or says why not
+            _log.warning("releasing session %s failed: %s", state.id, exc)
+        finally:
+            self.settle(state)
+            if state.lock.locked():
+                state.lock.release()
+
     def settle(self, state: SessionState) -> None:
         """After :meth:`release` (in the event loop): a closed state leaves the open
         ones, kept to take up again if its writer closed with everything stored."""
@@ -320,7 +333,9 @@ def _record(session_id: str, chain: SurfaceChain, history: History, seq: int) ->
     anchor = retry = None
     if len(history) and history[len(history) - 1][1]["role"] == "assistant":
         anchor = chain.key_at(history, len(history) - 1)
-        retry = digests[-2] if len(digests) > 1 else None
+        # Not after a first exchange: two clients that open with the same
+        # message are far likelier than a first answer lost on the way.
+        retry = digests[-2] if len(digests) > 2 else None
     digest = digests[-1] if digests else b""
     return PointRecord(session_id, digest, len(digests), seq, anchor, retry)
 
