@@ -401,3 +401,17 @@ async def test_the_last_request_sent_again_continues_its_session(tmp_path: Path)
     assert [e.type for e in replaced] == ["user/message"]
     assert _user_texts(session)[-3:] == ["hi", "x", "y"]
     assert_rebuilds(sessions, emu)
+
+
+async def test_a_deleted_session_in_the_index_is_forgotten(tmp_path: Path) -> None:
+    async with in_process(tmp_path) as (_, _emu, http):
+        history: list[Any] = [{"role": "user", "content": "hi"}]
+        first = await post(http, PATH, {"model": MODEL, "messages": history})
+        history += [first.json()["choices"][0]["message"], {"role": "user", "content": "x"}]
+    (gone,) = sessions_in(tmp_path)
+    (tmp_path / f"{gone}.jsonl").unlink()
+    async with in_process(tmp_path) as (_, _emu, http):
+        again = await post(http, PATH, {"model": MODEL, "messages": history})
+    assert again.status_code == 200, again.text
+    (session_id,) = sessions_in(tmp_path)
+    assert session_id != gone

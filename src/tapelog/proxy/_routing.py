@@ -14,6 +14,8 @@ conversation, still closing on the other replica (its client already has the
 answer), so the request waits briefly (``lock_wait`` seconds, retrying) and
 then, if the session is still held, treats it as busy: a fork, exactly as a
 session busy on this replica is, so two requests never write one session.
+A session the index names but the store no longer holds (deleted) is
+forgotten, and the request matched again.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from tapelog._errors import ProxyError, SessionLockedError
+from tapelog._errors import ProxyError, SessionLockedError, SessionNotFoundError
 from tapelog.proxy._index import Match
 from tapelog.proxy._sessions import Sessions, SessionState
 
@@ -80,6 +82,9 @@ class Router:
                     else:
                         await asyncio.sleep(_RETRY)
                     continue
+                except SessionNotFoundError:  # deleted since it was indexed
+                    sessions.index.forget(point.session_id)
+                    continue
                 if state.lock.locked():  # taken while it was being opened: match again
                     attempts += 1
                     continue
@@ -87,7 +92,11 @@ class Router:
                 return Assigned(state, match.kind)
             if match.kind == "fork":
                 assert point is not None
-                state = await sessions.fork(point)
+                try:
+                    state = await sessions.fork(point)
+                except SessionNotFoundError:
+                    sessions.index.forget(point.session_id)
+                    continue
                 await state.lock.acquire()
                 return Assigned(state, "fork", point.session_id)
             state = await sessions.create()
