@@ -45,9 +45,10 @@ from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
-from tapelog.proxy._index import Match, SessionIndex
+from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
-from tapelog.proxy._sessions import Sessions, SessionState
+from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
+from tapelog.proxy._sessions import Sessions
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family
@@ -68,14 +69,6 @@ _ROUTES: Final[dict[str, Family]] = {
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
 }
-
-
-class _Assigned:
-    """Where a request went: its state (lock held), how it was found, and
-    the session it forked from."""
-
-    def __init__(self, state: SessionState, how: str, parent: str | None = None) -> None:
-        self.state, self.how, self.parent = state, how, parent
 
 
 class Proxy:
@@ -101,6 +94,7 @@ class Proxy:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         scan_limit: int = 100,
         max_open: int = 64,
+        lock_wait: float = DEFAULT_LOCK_WAIT,
         check_host: bool = True,
         allowed_origins: Iterable[str] = (),
     ) -> None:
@@ -112,11 +106,11 @@ class Proxy:
         self.translator = Translator(upstream)
         self.index = SessionIndex()
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
+        self.router = Router(self.sessions, lock_wait=lock_wait)
         self.on_request = on_request
         self.max_body_bytes = max_body_bytes
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
-        self._explicit = asyncio.Lock()
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
@@ -133,13 +127,18 @@ class Proxy:
         self.app = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
 
     async def start(self) -> int:
-        """Index the newest stored proxy sessions (once; later calls wait for
-        the first); how many were read."""
+        """Read the store's conversation index (once; later calls wait for the
+        first), rebuilding it from the newest ``scan_limit`` stored proxy
+        sessions when the store has none; how many sessions it knows."""
         if self._started is None:
-            self._started = asyncio.ensure_future(
-                asyncio.to_thread(self.sessions.scan, self.scan_limit)
-            )
+            self._started = asyncio.ensure_future(self._read_index())
         return await self._started
+
+    async def _read_index(self) -> int:
+        if not await self.sessions.refresh() and self.scan_limit:
+            await asyncio.to_thread(self.sessions.rebuild, self.scan_limit)
+            await self.sessions.refresh()
+        return len(self.index)
 
     async def aclose(self) -> None:
         """Close every open session's writer and the HTTP client the proxy made
@@ -249,7 +248,7 @@ class Proxy:
                 validate_session_id(explicit)
             raw = await self._read(request)
             parsed, messages, chain = self._understand(family, raw)
-            assigned = await self._assign(explicit, messages, chain)
+            assigned = await self.router.assign(explicit, messages.keys, chain)
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
@@ -265,53 +264,20 @@ class Proxy:
                 state.session.history(), messages.neutral, self.translator.same(header)
             )
         except TapelogError as exc:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
             return self._refuse(family, error, assigned.state.id)
         except BaseException:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             raise
         return await self._send(request, parsed, messages, assigned, header, plan)
-
-    async def _assign(
-        self, explicit: str | None, messages: Messages, chain: list[bytes]
-    ) -> _Assigned:
-        """The session of a request, its lock held (see ``_index``)."""
-        sessions = self.sessions
-        if explicit is not None:
-            async with self._explicit:  # one opener per id at a time
-                state = sessions.get(explicit)
-                if state is None:
-                    exists = await asyncio.to_thread(self.store.exists, explicit)
-                    opener = sessions.open if exists else sessions.create
-                    state = await opener(explicit)
-            await state.lock.acquire()
-            return _Assigned(state, "explicit")
-        for _ in range(16):
-            match: Match = self.index.match(chain, messages.keys, sessions.busy)
-            if match.kind in ("extend", "edit"):
-                assert match.point is not None
-                state = await sessions.open(match.point.session_id)
-                if state.lock.locked():  # taken while it was being opened: match again
-                    continue
-                await state.lock.acquire()
-                return _Assigned(state, match.kind)
-            if match.kind == "fork":
-                assert match.point is not None
-                state = await sessions.fork(match.point)
-                await state.lock.acquire()
-                return _Assigned(state, "fork", match.point.session_id)
-            state = await sessions.create()
-            await state.lock.acquire()
-            return _Assigned(state, "new")
-        raise ProxyError("the proxy is busy with this conversation; retry", status=409)
 
     async def _send(
         self,
         request: Request,
         parsed: ClientRequest,
         messages: Messages,
-        assigned: _Assigned,
+        assigned: Assigned,
         header: EpochHeader,
         plan: Plan,
     ) -> Response:
@@ -385,32 +351,43 @@ class Proxy:
         return Response(body, status_code=status, media_type="application/json")
 
     def _changes(
-        self, assigned: _Assigned, plan: Plan, messages: Messages, offset: int
+        self, assigned: Assigned, plan: Plan, messages: Messages, offset: int
     ) -> list[str]:
         changes: list[str] = []
         if assigned.how == "new":
             changes.append("new session")
         elif assigned.how == "fork":
             changes.append(f"forked from {assigned.parent}")
-        if plan.changed is not None:
+        elif assigned.how == "retry":
+            changes.append("the last request again: its earlier answer replaced")
+        if plan.changed is not None and assigned.how != "retry":
             changes.append(f"client changed {messages.where(plan.changed, offset)}")
         return changes
 
     async def _done(self, exchange: Exchange, aborted: bool, status: int = 200) -> None:
-        """A turn ended: index its point, make it durable, release the session, report.
+        """A turn ended: make it durable, record its point in the store's index,
+        release the session (its writer closed: any replica may take the next
+        request), report. The client gets the answer's end only after this.
 
-        The lock is released and the line reported even if the wait for the
-        flush is cancelled (the client left): the flush itself still completes.
+        The lock is released and the line reported even if the wait is
+        cancelled (the client left): the flush and the release still complete.
+        A failed flush keeps the session open, its events buffered for the next.
         """
         state = exchange.state
         summary = self._summary(exchange, status)
+        point = self.sessions.point_of(state)
+
+        def release() -> None:
+            state.writer.flush()
+            self.sessions.release(state, point)
+
         try:
-            self.sessions.note_end(state)
             if aborted:
-                state.writer.flush()  # no await a second cancellation could cut short
+                release()  # no await a second cancellation could cut short
             else:
-                await asyncio.shield(asyncio.to_thread(state.writer.flush))
+                await asyncio.shield(asyncio.to_thread(release))
         finally:
+            self.sessions.settle(state)
             if state.lock.locked():
                 state.lock.release()
             self._report(summary)
