@@ -4,6 +4,11 @@ cache audit share, so that the two cannot disagree (internal: docs/architecture.
 
 from tapelog.cache._profiles import OUTPUT_MODES, ReasoningSendBack, profile_for, wire_profile_named
 from tapelog.cache._providers import provider_cache
+from tapelog.cache._responses_segments import (
+    responses_cache_root,
+    responses_input_items,
+    responses_sources,
+)
 from tapelog.cache._rules import (
     CacheOutcome,
     PrefixStore,
@@ -50,5 +55,8 @@ __all__ = [
     "openai_sources",
     "profile_for",
     "provider_cache",
+    "responses_cache_root",
+    "responses_input_items",
+    "responses_sources",
     "wire_profile_named",
 ]

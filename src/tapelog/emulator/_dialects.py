@@ -38,7 +38,7 @@ from tapelog.emulator._turns import (
 )
 from tapelog.log import decode
 
-__all__ = ["ANTHROPIC", "DEEPSEEK", "OPENAI", "Dialect", "Meta", "parse_body"]
+__all__ = ["ANTHROPIC", "DEEPSEEK", "OPENAI", "Dialect", "Meta", "Rejection", "parse_body"]
 
 _MAX_BREAKPOINTS = 4
 
@@ -52,13 +52,26 @@ class Meta:
     model: str
 
 
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A refused request with its whole error body, when a plain message is not
+    enough (the Responses API's errors also name a ``param`` and a ``code``)."""
+
+    status: int
+    body: bytes
+
+
 class Dialect(Protocol):
     @property
     def request_id_header(self) -> str: ...
     @property
     def tool_id_prefix(self) -> str: ...
 
-    def check(self, body: Mapping[str, Any]) -> str | None: ...
+    def check(self, body: Mapping[str, Any]) -> str | Rejection | None: ...
+    def cache_root(self, rule: str, body: Mapping[str, Any]) -> str:
+        """What scopes the cache: the rule and the model, and what else the provider keys by."""
+        ...
+
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]: ...
     def summarize(self, body: Mapping[str, Any]) -> Conversation: ...
     def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]: ...
@@ -70,7 +83,9 @@ class Dialect(Protocol):
 
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes: ...
     def stream_error(self, status: int, message: str, kind: str | None) -> bytes: ...
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes: ...
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes: ...
 
     def stream(
         self,
@@ -81,6 +96,10 @@ class Dialect(Protocol):
         meta: Meta,
     ) -> tuple[Stream, dict[str, Any] | None]:
         """The frames, and the usage a complete stream reports (None if it reports none)."""
+        ...
+
+    def settle(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> None:
+        """After a complete answer: keep what a later request may refer to."""
         ...
 
 
@@ -109,8 +128,18 @@ def _check_common(body: Mapping[str, Any]) -> str | None:
     return None
 
 
+class _Stateless:
+    """What the chat wires share: the cache is scoped by rule and model, nothing is kept."""
+
+    def cache_root(self, rule: str, body: Mapping[str, Any]) -> str:
+        return f"{rule}:{body['model']}"
+
+    def settle(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
-class _OpenAi:
+class _OpenAi(_Stateless):
     """OpenAI-compatible chat completions; ``deepseek`` selects DeepSeek's flavour."""
 
     deepseek: bool
@@ -146,7 +175,9 @@ class _OpenAi:
     def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
         return openai.error_frame(status, message, kind)
 
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes:
         return openai.completion_body(reply, usage, deepseek=self.deepseek, **self._ids(meta))
 
     def stream(
@@ -174,7 +205,7 @@ class _OpenAi:
 
 
 @dataclass(frozen=True, slots=True)
-class _Anthropic:
+class _Anthropic(_Stateless):
     """Anthropic Messages: ``max_tokens`` required, at most 4 breakpoints, paired tool turns."""
 
     request_id_header: str = "request-id"
@@ -219,7 +250,9 @@ class _Anthropic:
     def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
         return anthropic.error_event(status, message, kind)
 
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes:
         return anthropic.message_body(reply, usage, id=_message_id(meta), model=meta.model)
 
     def stream(
