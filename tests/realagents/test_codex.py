@@ -4,6 +4,7 @@ Codex's own ``exec_command`` tool run in each."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,14 @@ def test_codex_two_turns_straight_at_the_emulator(tmp_path: Path) -> None:
     sealed = [item["encrypted_content"] for item in _items(bodies[3], "reasoning")]
     assert len(sealed) == 2
     assert all(isinstance(s, str) for s in sealed)
-    # One prompt_cache_key (the session) for all requests; a turn id per turn.
+    # One prompt_cache_key (the session) for all requests; a turn id per turn in
+    # client_metadata (and the x-codex-turn-metadata header), outside the prompt:
+    # each request extends the one before, so it reads all of it from the cache.
     assert len({b["prompt_cache_key"] for b in bodies}) == 1
     turns = [b["client_metadata"]["turn_id"] for b in bodies]
     assert turns[0] == turns[1] != turns[2] == turns[3]
+    usage = [r.usage for r in emu.received if r.usage is not None]
+    assert len(usage) == 4
+    for before, after in itertools.pairwise(usage):
+        cached = after["input_tokens_details"]["cached_tokens"]
+        assert cached >= before["input_tokens"] - 128
