@@ -62,20 +62,24 @@ class Refused:
     code: str | None = None
 
 
-def _mac(payload: str) -> str:
-    return hmac.new(_SEAL_KEY, payload.encode("ascii"), hashlib.sha256).hexdigest()[:32]
+def _mac(payload: str) -> bytes:
+    digest = hmac.new(_SEAL_KEY, payload.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return digest.hexdigest()[:32].encode("ascii")
 
 
 def seal_reasoning(item_id: str, reasoning: str) -> str:
     """The opaque ``encrypted_content`` of a reasoning item: the reasoning, signed."""
     payload = base64.urlsafe_b64encode(encode({"id": item_id, "reasoning": reasoning}))
     text = payload.decode("ascii")
-    return f"{text}.{_mac(text)}"
+    return f"{text}.{_mac(text).decode('ascii')}"
 
 
 def _verified(content: str) -> bool:
+    """Whether ``content`` is a seal this emulator made, unchanged (any text a
+    client may send: a non-ASCII character is a change, not a crash)."""
     payload, _, mac = content.rpartition(".")
-    if not payload or not hmac.compare_digest(mac, _mac(payload)):
+    given = mac.encode("utf-8", "surrogatepass")
+    if not payload or not hmac.compare_digest(given, _mac(payload)):
         return False
     try:
         decode(base64.urlsafe_b64decode(payload.encode("ascii")))
