@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from tapelog._errors import EventError
 
-__all__ = ["HEADER_REASONS", "check_blocks", "check_payload"]
+__all__ = ["HEADER_REASONS", "MESSAGE_ROLES", "check_blocks", "check_payload"]
 
 HEADER_REASONS: Final = ("initial", "resume", "fallback")
 
@@ -75,7 +75,13 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "tool_call": (("id", str), ("name", str), ("arguments", str)),
     "tool_result": (("tool_call_id", str), ("content", (str, list)), ("is_error", bool)),
     "image": (("media_type", str),),
+    "openai_part": (("part", dict),),
+    "item": (("item", dict),),
 }
+
+MESSAGE_ROLES: Final = ("developer", "system")
+"""The roles a ``user/message`` may name in ``data.role`` (absent: ``user``):
+a client's developer or system message, anywhere in the history."""
 
 
 def check_blocks(content: Any, where: str) -> None:
@@ -98,9 +104,11 @@ def check_blocks(content: Any, where: str) -> None:
             if not isinstance(block[key], kind):
                 raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
         if btype == "reasoning":
-            for key in ("signature", "data"):
+            for key in ("signature", "data", "id", "encrypted_content"):
                 if key in block and not isinstance(block[key], str):
                     raise EventError(f"{at}.{key} must be a string")
+            if "summary" in block and not isinstance(block["summary"], list):
+                raise EventError(f"{at}.summary must be a list (a Responses reasoning summary)")
         elif btype == "tool_result" and isinstance(block["content"], list):
             check_blocks(block["content"], f"{at}.content")
         elif btype == "image" and not isinstance(block.get("data", block.get("url")), str):
@@ -161,9 +169,21 @@ def _seqs(etype: str, value: Any, where: str) -> None:
         raise _fail(etype, f"{where} must be a list of seqs (non-negative integers)")
 
 
+def _fields(etype: str, data: Mapping[str, Any]) -> None:
+    """``data.fields``: a message's other wire members, as the client sent them."""
+    _optional(etype, data, "fields", dict)
+
+
 def _message(etype: str, data: Mapping[str, Any]) -> None:
     check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
     _check_source(etype, data)
+    _fields(etype, data)
+    role = _optional(etype, data, "role", str)
+    if role is not None and (etype != "user/message" or role not in MESSAGE_ROLES):
+        raise _fail(
+            etype,
+            f"data.role must be one of {', '.join(MESSAGE_ROLES)} (absent: user), got {role!r}",
+        )
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:
@@ -184,6 +204,8 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
         _check_usage(etype, data["usage"], "data.usage")
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
+    _fields(etype, data)
+    _optional(etype, data, "alternatives", list)
 
 
 def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
@@ -202,6 +224,7 @@ def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "is_error", bool)
     if "error" in data and not isinstance(data["error"], (str, dict)):
         raise _fail(etype, "data.error must be a string or an object")
+    _fields(etype, data)
 
 
 def _header(etype: str, data: Mapping[str, Any]) -> None:
