@@ -8,7 +8,8 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from proxy._helpers import serve
+from proxy._helpers import assert_rebuilds, serve, sessions_in
+from proxy._responses_helpers import assert_carried, recorded_proxy
 from tapelog.emulator import Emulator
 
 from ._codex import SCRIPT, Codex
@@ -52,3 +53,30 @@ def test_codex_two_turns_straight_at_the_emulator(tmp_path: Path) -> None:
     for before, after in itertools.pairwise(usage):
         cached = after["input_tokens_details"]["cached_tokens"]
         assert cached >= before["input_tokens"] - 128
+
+
+def test_codex_two_turns_through_the_proxy(tmp_path: Path) -> None:
+    emu = Emulator(script=SCRIPT)
+    store = tmp_path / "sessions"
+    lines: list[str] = []
+    with serve(emu.app) as port, recorded_proxy(store, port, lines) as (proxy_port, recording):
+        codex = Codex(tmp_path, f"http://127.0.0.1:{proxy_port}/v1")
+        first = codex.exec("list the files")
+        assert first.returncode == 0, first.stderr
+        second = codex.exec("resume", "--last", "what does notes.txt say?")
+        assert second.returncode == 0, second.stderr
+    assert "The repository holds notes.txt." in first.stdout
+    assert "remember the milk" in second.stdout
+    assert [r.path for r in emu.received] == ["/openai/v1/responses"] * 4
+    assert [r.status for r in emu.received] == [200] * 4
+    assert_carried(recording.bodies, emu)
+    sessions = sessions_in(store)  # each passes verify first
+    assert_rebuilds(sessions, emu)
+    # One session: each request continues the one before (Codex sends back
+    # its items with their own ids and status: a logged replace of the answer).
+    assert len(sessions) == 1
+    assert [line.split(";")[1:2] for line in lines[1:]] == [
+        [" client changed messages[4]"],
+        [" client changed messages[6]"],
+        [" client changed messages[8]"],
+    ]

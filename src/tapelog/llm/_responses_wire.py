@@ -51,7 +51,8 @@ _RESERVED: Final = (
     "top_p",
     "stream",
     # Server-side state: the log is the truth, so the whole input is always sent.
-    "previous_response_id",
+    # (``previous_response_id`` is allowed as an extra: a proxied client's request
+    # is carried as it was sent; the audit says what lives only on the provider.)
     "conversation",
 )
 
@@ -67,6 +68,9 @@ class ResponsesWire:
     """
 
     dialect: str = "openai"
+    adds_store: bool = True
+    """Send ``store: false`` when the extras have no ``store`` (the loop's
+    rule); off for a proxied client's request (``config.wire.store = "client"``)."""
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,7 +111,7 @@ class ResponsesWire:
             if "include" not in extras:
                 # store false: reasoning comes back only encrypted, in the next input.
                 fields.append(("include", [ENCRYPTED_REASONING]))
-        if "store" not in extras:
+        if "store" not in extras and self.adds_store:
             fields.append(("store", False))
         fields.append(("stream", True))
         fields.extend(extras.items())

@@ -1,7 +1,9 @@
 """The proxy server: a Starlette app between clients and one upstream.
 
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
-completions), ``POST /v1/messages`` (Anthropic Messages), each also under
+completions), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1/responses``
+and ``/responses`` (the OpenAI Responses API, to an OpenAI-family upstream;
+``_responses_in``), each also under
 ``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
 Per request, with the client's credentials as the request's own secrets
 (``_upstream.client_secrets``, ``tapelog.log.secret_scope``: redacted from
@@ -47,6 +49,7 @@ from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_ca
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._index import Match, SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
+from tapelog.proxy._responses_out import ResponsesAnswer
 from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
@@ -67,6 +70,8 @@ _ROUTES: Final[dict[str, Family]] = {
     "/v1/chat/completions": "openai",
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
+    "/v1/responses": "responses",
+    "/responses": "responses",
 }
 
 
@@ -235,7 +240,7 @@ class Proxy:
         try:
             self.guard.check(request.headers)
             await self.start()
-            if family != self.upstream.family:
+            if not self.upstream.serves(family):
                 api = (
                     "Anthropic Messages"
                     if self.upstream.family == "anthropic"
@@ -334,7 +339,9 @@ class Proxy:
         headers = upstream_headers(request.headers, self.upstream.family)
         try:
             response = await self.http.send(
-                self.http.build_request("POST", self.upstream.url, content=body, headers=headers),
+                self.http.build_request(
+                    "POST", self.upstream.endpoint(parsed.family), content=body, headers=headers
+                ),
                 stream=True,
             )
         except httpx.HTTPError as exc:
@@ -357,7 +364,7 @@ class Proxy:
             )
         answer = None
         if not parsed.stream:
-            answer = AnthropicAnswer() if parsed.family == "anthropic" else OpenAIAnswer()
+            answer = _answer(parsed.family)
         relay = Relay(
             response=response,
             exchange=exchange,
@@ -432,6 +439,13 @@ class Proxy:
             changes=tuple(changes),
             error=error,
         )
+
+
+def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:
+    """What assembles a non-streaming client's answer from the stream."""
+    if family == "responses":
+        return ResponsesAnswer()
+    return AnthropicAnswer() if family == "anthropic" else OpenAIAnswer()
 
 
 def _excerpt(data: bytes) -> str:
