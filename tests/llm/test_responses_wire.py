@@ -8,6 +8,7 @@ import pytest
 from httpx_sse import ServerSentEvent
 
 from tapelog import EventError, HeaderError, ProviderError
+from tapelog.cache._api import chain_segments, responses_sources
 from tapelog.llm import make_client
 from tapelog.llm._api import (
     OpenAIWire,
@@ -283,3 +284,17 @@ def test_usage_is_normalised_with_cache_reads_writes_and_reasoning() -> None:
     assert (usage["input"], usage["cache_read"], usage["cache_write"]) == (400, 1536, 64)
     assert (usage["output"], usage["reasoning"]) == (50, 30)
     assert usage["raw"]["total_tokens"] == 2050
+
+
+def test_the_prompt_cache_key_scopes_every_cached_segment() -> None:
+    """OpenAI routes by prefix and prompt_cache_key: same prefix, other key, no shared entry."""
+    bodies = [
+        decode(ResponsesWire().encode_body(_request(extras={"prompt_cache_key": key})))
+        for key in ("a", "a", "b")
+    ]
+    keys = [[s.key for s in chain_segments("openai:m1", responses_sources(b))] for b in bodies]
+    assert keys[0] == keys[1]
+    assert not set(keys[0]) & set(keys[2])
+    sources = responses_sources(bodies[0])
+    assert sources[0].tokens == 0  # the scope costs nothing
+    assert len(sources) == 1 + 1 + 1 + len(bodies[0]["input"])  # scope, tools, instructions

@@ -4,11 +4,6 @@ cache audit share, so that the two cannot disagree (internal: docs/architecture.
 
 from tapelog.cache._profiles import OUTPUT_MODES, ReasoningSendBack, profile_for, wire_profile_named
 from tapelog.cache._providers import provider_cache
-from tapelog.cache._responses_segments import (
-    responses_cache_root,
-    responses_input_items,
-    responses_sources,
-)
 from tapelog.cache._rules import (
     CacheOutcome,
     PrefixStore,
@@ -30,6 +25,8 @@ from tapelog.cache._segments import (
     openai_reply_message,
     openai_reply_sources,
     openai_sources,
+    responses_item_source,
+    responses_sources,
 )
 
 __all__ = [
@@ -55,8 +52,7 @@ __all__ = [
     "openai_sources",
     "profile_for",
     "provider_cache",
-    "responses_cache_root",
-    "responses_input_items",
+    "responses_item_source",
     "responses_sources",
     "wire_profile_named",
 ]

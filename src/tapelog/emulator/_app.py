@@ -305,7 +305,7 @@ class Emulator:
             return fail(checked.status, checked.body)
         if checked is not None:
             return fail(400, dialect.error(400, checked, None, request_id, None))
-        prompt = chain_segments(dialect.cache_root(rule, body), dialect.sources(body))
+        prompt = chain_segments(f"{rule}:{body['model']}", dialect.sources(body))
         total = sum(s.tokens for s in prompt)
         if self.context_window is not None and total > self.context_window:
             return fail(400, dialect.overflow(total, self.context_window, request_id))

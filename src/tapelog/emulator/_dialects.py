@@ -68,10 +68,6 @@ class Dialect(Protocol):
     def tool_id_prefix(self) -> str: ...
 
     def check(self, body: Mapping[str, Any]) -> str | Rejection | None: ...
-    def cache_root(self, rule: str, body: Mapping[str, Any]) -> str:
-        """What scopes the cache: the rule and the model, and what else the provider keys by."""
-        ...
-
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]: ...
     def summarize(self, body: Mapping[str, Any]) -> Conversation: ...
     def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]: ...
@@ -129,10 +125,7 @@ def _check_common(body: Mapping[str, Any]) -> str | None:
 
 
 class _Stateless:
-    """What the chat wires share: the cache is scoped by rule and model, nothing is kept."""
-
-    def cache_root(self, rule: str, body: Mapping[str, Any]) -> str:
-        return f"{rule}:{body['model']}"
+    """What the chat wires share: nothing is kept between requests."""
 
     def settle(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> None:
         return None

@@ -3,7 +3,8 @@
 Unlike the two chat wires it has state: a response stored with ``store`` true
 (the API's default) can be continued with ``previous_response_id``, so one
 dialect object per emulator holds a :class:`ResponseMemory`. The cache rule is
-OpenAI's, scoped also by ``prompt_cache_key``; the prompt it sees is the named
+OpenAI's, on the cache audit's segments (``tapelog.cache.responses_sources``:
+scoped also by ``prompt_cache_key``); the prompt it sees is the named
 response's context followed by the request's own input.
 """
 
@@ -13,13 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tapelog.cache._api import (
-    CacheOutcome,
-    SegmentSource,
-    responses_cache_root,
-    responses_input_items,
-    responses_sources,
-)
+from tapelog.cache._api import CacheOutcome, SegmentSource, responses_sources
 from tapelog.emulator import _responses_wire as wire
 from tapelog.emulator._dialects import Meta, Rejection
 from tapelog.emulator._render import Conversation
@@ -28,6 +23,7 @@ from tapelog.emulator._responses_input import (
     ResponseMemory,
     check_input,
     earlier_items,
+    input_items,
     seal_reasoning,
     summarize_items,
 )
@@ -72,15 +68,14 @@ class ResponsesDialect:
         )
         return Rejection(problem.status, error)
 
-    def cache_root(self, rule: str, body: Mapping[str, Any]) -> str:
-        return responses_cache_root(rule, body)
-
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]:
-        return responses_sources(body, earlier=self._earlier(body))
+        """The audit's segments (``tapelog.cache``) of the whole prompt: the
+        context ``previous_response_id`` names, then the request's own input."""
+        items = [*self._earlier(body), *input_items(body.get("input"))]
+        return responses_sources({**body, "input": items})
 
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
-        own = responses_input_items(body.get("input"))
-        return summarize_items([*self._earlier(body), *own])
+        return summarize_items([*self._earlier(body), *input_items(body.get("input"))])
 
     def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
         return wire.usage_of(outcome, reply)
@@ -123,7 +118,7 @@ class ResponsesDialect:
             return
         context = [
             *self._earlier(body),
-            *responses_input_items(body.get("input")),
+            *input_items(body.get("input")),
             *self._output(body, reply, meta),
         ]
         self.memory.keep(_ids(meta).response, context)

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tapelog.cache._api import responses_input_items
 from tapelog.emulator._render import Conversation
 from tapelog.log import decode, encode
 
@@ -29,6 +28,8 @@ __all__ = [
     "Refused",
     "ResponseMemory",
     "check_input",
+    "earlier_items",
+    "input_items",
     "seal_reasoning",
     "summarize_items",
 ]
@@ -90,6 +91,13 @@ def _verified(content: str) -> bool:
 
 def _short(content: str) -> str:
     return content if len(content) <= 8 else f"{content[:4]}...{content[-4:]}"
+
+
+def input_items(value: Any) -> list[Any]:
+    """The input as a list of items: a string is one user message."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return list(value) if isinstance(value, list) else []
 
 
 class ResponseMemory:
@@ -167,7 +175,7 @@ def check_input(
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         return Refused(400, "Invalid type for 'tools': expected an array.", "tools")
-    own = responses_input_items(raw)
+    own = input_items(raw)
     if not all(isinstance(item, Mapping) for item in own):
         return Refused(400, "Invalid type for 'input': each item must be an object.", "input")
     calls: list[str] = []
