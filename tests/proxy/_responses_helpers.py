@@ -8,9 +8,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from tapelog.cli import cli
 from tapelog.emulator import Emulator
 from tapelog.log import decode
 from tapelog.proxy import Proxy
+from tapelog.serve import create_app
 from tapelog.store import JsonlStore
 
 from ._helpers import serve, upstream_for
@@ -68,3 +73,29 @@ def assert_carried(sent: list[bytes], emulator: Emulator) -> None:
             part = {"type": "input_text", "text": text}
             client["input"] = [{"type": "message", "role": "user", "content": [part]}]
         assert upstream == client
+
+
+def audit_commands(store: Path, session_id: str, tmp: Path) -> dict[str, Any]:
+    """``verify``, ``cache``, ``report`` and ``serve`` on a proxied session; the
+    cache audit's JSON (every drop explained, the provider cached what the rule
+    expects)."""
+    runner = CliRunner()
+    where = ["--store", str(store)]
+    verified = runner.invoke(cli, ["verify", session_id, *where])
+    assert verified.exit_code == 0, verified.output
+    cached = runner.invoke(cli, ["cache", session_id, "--json", *where])
+    assert cached.exit_code == 0, cached.output
+    audit = decode(cached.output)
+    causes = [c["kind"] for row in audit["requests"] for c in row["causes"]]
+    assert "unexplained" not in causes
+    assert audit["totals"]["efficiency"] == 1.0
+    page = tmp / "report.html"
+    reported = runner.invoke(cli, ["report", session_id, "-o", str(page), *where])
+    assert reported.exit_code == 0, reported.output
+    assert session_id in page.read_text()
+    with TestClient(create_app(JsonlStore(store)), base_url="http://127.0.0.1") as client:
+        assert session_id in client.get("/").text
+        shown = client.get(f"/s/{session_id}")
+        assert shown.status_code == 200
+    assert isinstance(audit, dict)
+    return audit

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from proxy._helpers import assert_rebuilds, serve, sessions_in
-from proxy._responses_helpers import assert_carried, recorded_proxy
+from proxy._responses_helpers import assert_carried, audit_commands, recorded_proxy
 from tapelog.emulator import Emulator
 
 from ._codex import SCRIPT, Codex
@@ -75,6 +75,9 @@ def test_codex_two_turns_through_the_proxy(tmp_path: Path) -> None:
     # One session: each request continues the one before (Codex sends back
     # its items with their own ids and status: a logged replace of the answer).
     assert len(sessions) == 1
+    ((session_id, _),) = sessions.items()
+    audit = audit_commands(store, session_id, tmp_path)
+    assert [row["index"] for row in audit["requests"]] == [1, 2, 3, 4]
     assert [line.split(";")[1:2] for line in lines[1:]] == [
         [" client changed messages[4]"],
         [" client changed messages[6]"],
