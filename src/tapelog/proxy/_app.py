@@ -49,7 +49,7 @@ from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_ca
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._index import Match, SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
-from tapelog.proxy._responses_out import ResponsesAnswer
+from tapelog.proxy._responses_out import ResponseIds, ResponsesAnswer
 from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
@@ -123,6 +123,7 @@ class Proxy:
         self._started: asyncio.Task[int] | None = None
         self._explicit = asyncio.Lock()
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
+        self.response_ids = ResponseIds()
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
@@ -323,6 +324,10 @@ class Proxy:
         state = assigned.state
         exchange = Exchange(state, header)
         exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
+        previous = self.response_ids.previous(parsed.extras)
+        if previous is not None:
+            exchange.notes["previous_response"] = previous[0]
+            exchange.changes.append(previous[1])
         try:
             _, body = exchange.log_request(
                 plan, messages.neutral, wire_for(header.config), state.cache
@@ -411,6 +416,7 @@ class Proxy:
         """
         state = exchange.state
         summary = self._summary(exchange, status)
+        self.response_ids.note(exchange.notes.get("response_id"), state.id, exchange.turn)
         try:
             self.sessions.note_end(state)
             if aborted:

@@ -38,7 +38,7 @@ from tapelog.log import redact, secret_scope
 from tapelog.log._api import FrozenDict, has_secrets, scoped_secrets
 from tapelog.proxy._answers import error_body
 from tapelog.proxy._exchange import Exchange
-from tapelog.proxy._responses_out import responses_error_event
+from tapelog.proxy._responses_out import note_response_id, responses_error_event
 from tapelog.proxy._types import Family
 from tapelog.proxy._upstream import SseDecoder
 
@@ -140,6 +140,8 @@ class Relay:
         for event in events:
             if self.answer is not None:
                 self.answer.feed(event)
+            if event.event == "response.created" and self.family == "responses":
+                note_response_id(self.exchange.notes, event.data)
             parser = self._parser
             if parser is None or parser.done:
                 continue
