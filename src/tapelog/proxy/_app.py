@@ -241,6 +241,13 @@ class Proxy:
         try:
             self.guard.check(request.headers)
             await self.start()
+            if family == "responses" and not self.upstream.serves(family):
+                raise ProxyError(
+                    f"this proxy forwards to {self.upstream.provider}, which has no Responses "
+                    "API (/v1/responses); use its chat completions API, or start a proxy for "
+                    "an upstream that has it (openai)",
+                    status=404,
+                )
             if not self.upstream.serves(family):
                 api = (
                     "Anthropic Messages"

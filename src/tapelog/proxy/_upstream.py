@@ -103,8 +103,11 @@ class Upstream:
 
     def serves(self, client: Family) -> bool:
         """Whether a client of this API can be forwarded here (the Responses
-        API is OpenAI's: an upstream of the ``openai`` family)."""
-        return client == self.family or (client == "responses" and self.family == "openai")
+        API is OpenAI's: an upstream of the ``openai`` family, but not DeepSeek,
+        which has none; an OpenAI-compatible server may)."""
+        if client == "responses":
+            return self.family == "openai" and self.dialect != "deepseek"
+        return client == self.family
 
     def config(self, **fields: object) -> LlmCallConfig:
         """A call config for this upstream (its wire identity completed)."""
