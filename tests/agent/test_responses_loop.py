@@ -4,24 +4,30 @@ round trips, structured output in ``text.format``, byte-exact rebuilds."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pydantic
+import pytest
+from click.testing import CliRunner
 
 from _loopback import serve_loopback
 from agent._harness import SECRET, add
 from agent._responses_server import ResponsesServer
-from tapelog.agent import Agent, RetryPolicy
+from tapelog.agent import Agent, OutputSpec, RetryPolicy
 from tapelog.audit import cache_report, encode_request, rebuild_requests
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import chain_segments, responses_sources
+from tapelog.cli import cli
 from tapelog.llm import make_client
 from tapelog.log import decode
 from tapelog.log._api import LlmCallConfig, Session
 from tapelog.request import walk_requests
+from tapelog.store import JsonlStore
 
 RESPONSES = {"api": "responses"}
 
@@ -55,7 +61,11 @@ def calls(n: int, name: str, arguments: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def agent_over_http(
-    server: ResponsesServer, session: Session, **config: Any
+    server: ResponsesServer,
+    session: Session,
+    writer: Any = None,
+    tools: Sequence[Any] = (add,),
+    **config: Any,
 ) -> AsyncIterator[Agent]:
     cfg = LlmCallConfig(provider="openai", model="gpt-5-mini", wire=RESPONSES, **config)
     with serve_loopback(server.app) as port:
@@ -71,8 +81,9 @@ async def agent_over_http(
                 client,
                 config=cfg,
                 system="You are terse.",
-                tools=[add],
+                tools=tools,
                 retry=RetryPolicy(base_delay=0.0),
+                writer=writer,
             )
 
 
@@ -81,8 +92,11 @@ def assert_rebuilds(session: Session, received: Sequence[bytes]) -> None:
     assert rebuilt == list(received)
 
 
-async def _tool_session(**extras: Any) -> tuple[ResponsesServer, Session, list[str]]:
-    """Two turns: reasoning + a tool call, its answer, then reasoning + a reply."""
+async def _tool_session(
+    store: Path | None = None, **extras: Any
+) -> tuple[ResponsesServer, Session, list[str]]:
+    """Two turns: reasoning + a tool call, its answer, then reasoning + a reply
+    (written to a JSONL ``store`` when one is given)."""
     server = ResponsesServer(
         [
             [reasoning(1, "Add them.", "Use the tool."), calls(1, "add", '{"a": 2, "b": 3}')],
@@ -91,9 +105,15 @@ async def _tool_session(**extras: Any) -> tuple[ResponsesServer, Session, list[s
         ]
     )
     session = Session()
-    async with agent_over_http(server, session, reasoning_effort="low", extras=extras) as agent:
-        first = await agent.run("What is 2 + 3?")
-        second = await agent.run("Thanks.")
+    with contextlib.ExitStack() as stack:
+        options: dict[str, Any] = {}
+        if store is not None:
+            options["writer"] = stack.enter_context(JsonlStore(store).create(session))
+        async with agent_over_http(
+            server, session, reasoning_effort="low", extras=extras, **options
+        ) as agent:
+            first = await agent.run("What is 2 + 3?")
+            second = await agent.run("Thanks.")
     return server, session, [first.text, second.text]
 
 
@@ -151,6 +171,25 @@ async def test_structured_output_is_asked_for_in_text_format() -> None:
     assert_rebuilds(session, server.received)
 
 
+@pytest.mark.parametrize(
+    ("tools", "choice"),
+    [((), {"type": "function", "name": "final_result"}), ((add,), "required")],
+)
+async def test_tool_mode_asks_for_the_output_tool_the_responses_way(
+    tools: tuple[Any, ...], choice: Any
+) -> None:
+    server = ResponsesServer([[calls(1, "final_result", '{"city": "Oslo", "degrees": 4}')]])
+    session = Session()
+    async with agent_over_http(server, session, tools=tools) as agent:
+        result = await agent.run("Weather?", output_type=OutputSpec(Weather, mode="tool"))
+    assert result.output == Weather(city="Oslo", degrees=4)
+    body = decode(server.received[0])
+    assert body["tool_choice"] == choice
+    assert {t["name"] for t in body["tools"]} == {"final_result", *(t.name for t in tools)}
+    assert all(t["type"] == "function" for t in body["tools"])
+    assert_rebuilds(session, server.received)
+
+
 async def test_an_altered_reasoning_item_gets_the_apis_400() -> None:
     """The endpoint really checks what comes back: a log whose reasoning changed
     is refused, so the byte-for-byte round trip above is what made it pass."""
@@ -178,3 +217,24 @@ async def test_the_audit_renders_each_request_as_the_full_body_renders() -> None
         assert [s.key for s in prompt.segments] == [s.key for s in full], item.index
         assert list(prompt.ends) == [sum(s.tokens for s in full[: i + 1]) for i in range(len(full))]
     assert len(rebuilt) == 3
+
+
+async def test_the_cli_rebuilds_verifies_and_audits_a_stored_responses_log(tmp_path: Path) -> None:
+    server, session, _ = await _tool_session(tmp_path, prompt_cache_key="s-1")
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(cli, [*args, "--store", str(tmp_path)], obj={"debug": False})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    out = tmp_path / "bodies"
+    run("requests", session.id, "--out", str(out))
+    assert [f.read_bytes() for f in sorted(out.iterdir())] == server.received
+    run("verify", session.id)
+    audit = decode(run("cache", session.id, "--json"))
+    assert [row["rule"] for row in audit["requests"]] == ["openai"] * 3
+    chat = decode(run("requests", session.id, "--wire", "openai", "--json"))
+    assert len(chat) == 3
+    report = tmp_path / "report.html"
+    run("report", session.id, "-o", str(report))
+    assert "gpt-5-mini" in report.read_text(encoding="utf-8")

@@ -174,6 +174,10 @@ def test_the_logged_config_alone_chooses_the_wire() -> None:
     assert wire_for(responses) == ResponsesWire(dialect="openai")
     assert isinstance(wire_for(plain.replace(wire={"api": "chat"})), OpenAIWire)
     assert wire_named("responses", plain) == ResponsesWire()
+    assert wire_named("responses", plain.replace(provider="deepseek")) == ResponsesWire(
+        dialect="deepseek"
+    )
+    assert isinstance(wire_named("openai", responses), OpenAIWire)  # chat, same dialect
     with pytest.raises(HeaderError, match=r"config\.wire\.api"):
         wire_for(plain.replace(wire={"api": "realtime"}))
     with pytest.raises(HeaderError, match="reasoning_send_back"):

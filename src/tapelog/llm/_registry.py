@@ -167,20 +167,26 @@ def wire_named(name: str, config: LlmCallConfig | None = None) -> WireFormat:
     """A wire chosen by name, e.g. to show what a log's requests look like on another wire.
 
     ``name`` is a provider name (built in or registered) or a wire family
-    (``openai``, ``anthropic``, ``responses``); the ``openai`` family keeps the config's own
-    dialect when its provider is OpenAI-compatible.
+    (``openai``: chat completions, ``anthropic``, ``responses``); ``openai``
+    and ``responses`` keep the config's own dialect (and ``openai`` its other
+    wire options) when its provider is OpenAI-compatible.
     """
     if name == "anthropic":
         return AnthropicWire()
+    if name in ("openai", "responses") and config is not None:
+        try:
+            family, dialect = wire_identity(config)
+        except HeaderError:
+            family, dialect = "anthropic", None  # no known wire: the plain openai dialect
+        if family == "openai" and dialect is not None:
+            if name == "responses":
+                return ResponsesWire(dialect=dialect)
+            chat = {k: v for k, v in config.wire.items() if k != "api"}
+            return wire_for(config.replace(wire=chat))
+        if family == "local" and name == "openai":
+            return wire_for(config)
     if name == "responses":
         return ResponsesWire()
-    if name == "openai" and config is not None:
-        try:
-            family, _ = wire_identity(config)
-        except HeaderError:
-            family = "anthropic"  # a config with no known wire: the plain openai dialect
-        if family != "anthropic":
-            return wire_for(config)
     named = LlmCallConfig(provider=name, model=config.model if config else "-")
     return wire_for(complete_config(named))
 
