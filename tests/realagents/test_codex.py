@@ -79,7 +79,7 @@ def test_codex_two_turns_through_the_proxy(tmp_path: Path) -> None:
     audit = audit_commands(store, session_id, tmp_path)
     assert [row["index"] for row in audit["requests"]] == [1, 2, 3, 4]
     assert [line.split(";")[1:2] for line in lines[1:]] == [
-        [" client changed messages[4]"],
-        [" client changed messages[6]"],
-        [" client changed messages[8]"],
+        [" client changed input[4]"],
+        [" client changed input[7]"],
+        [" client changed input[9]"],
     ]

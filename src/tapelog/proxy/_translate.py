@@ -88,12 +88,15 @@ class Messages:
     """The canonical bytes of the client's raw message list."""
     count: int = 0
     """How many raw client messages these are."""
+    label: str = "messages"
+    """What the client calls its list (``input`` on the Responses API, whose
+    ``origin`` numbers input items, not the proxy's groups of them)."""
 
     def where(self, index: int, offset: int) -> str:
         """The client's name for neutral message ``index``."""
         if index >= len(self.origin):
-            return f"messages[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
-        return f"messages[{self.origin[index] + offset}]"
+            return f"{self.label}[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
+        return f"{self.label}[{self.origin[index] + offset}]"
 
 
 class Translator:
@@ -181,6 +184,7 @@ class Translator:
         else:
             neutral, keys, origin, chain = [], [], [], []
         checked = len(neutral)
+        named = len(origin)
         offset = request.offset
         family = request.family
         anthropic = family == "anthropic"
@@ -221,7 +225,12 @@ class Translator:
                 keys.extend(done.keys)
                 origin.extend([i] * len(found))
         extend_chain(chain, keys)
+        label = "messages"
+        if family == "responses":  # name the client's input items, not their groups
+            origin[named:] = [raw[o]["at"] for o in origin[named:]]
+            label = "input"
         return Messages(
+            label=label,
             neutral=neutral,
             keys=keys,
             origin=origin,
