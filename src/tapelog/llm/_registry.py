@@ -108,13 +108,14 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
     if family == "anthropic":
         return AnthropicWire()
     assert dialect is not None
+    adds_store = _adds_store(config)  # validates the option on either API
     if _api(config) == "responses":
         if send_back is not None:
             raise HeaderError(
                 "config.wire.reasoning_send_back is for chat completions; the responses "
                 "wire sends reasoning back as the items the model returned. Leave it out."
             )
-        return ResponsesWire(dialect=dialect, adds_store=_adds_store(config))
+        return ResponsesWire(dialect=dialect, adds_store=adds_store)
     return OpenAIWire(dialect=dialect, send_back=send_back)
 
 
