@@ -162,6 +162,22 @@ def test_output_items_round_trip_through_the_log(
     assert message.usage["cache_read"] == cached
     assert message.usage["input"] == usage["input_tokens"] - cached
     assert message.usage["reasoning"] == usage["output_tokens_details"]["reasoning_tokens"]
+    # Nothing the provider said is lost: each done message / call is its logged
+    # envelope plus the text or arguments its deltas gave.
+    envelopes = {c["index"]: thaw(c["item"]) for c in logged if c["kind"] == "output_item"}
+    for index, item in enumerate(items):
+        streamed = "".join(
+            c.get("text", c.get("arguments", ""))
+            for c in logged
+            if c.get("index") == index and c["kind"] in ("text", "tool_call")
+        )
+        if item["type"] == "message":
+            envelope = envelopes.pop(index)
+            envelope["content"][0]["text"] = streamed
+            assert envelope == item
+        elif item["type"] == "function_call":
+            assert {**envelopes.pop(index), "arguments": streamed} == item
+    assert envelopes == {}
     assistant = {"role": "assistant", "content": thaw(message.content)}
     request = make_request([text("user", "go"), assistant], tools=())
     body = decode(WIRE.encode_body(request))

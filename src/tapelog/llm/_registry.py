@@ -42,7 +42,7 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back", "api", "store"),
+    "openai": ("reasoning_send_back", "api", "store_false"),
     "anthropic": (),
     "local": ("reasoning_send_back",),
 }
@@ -60,20 +60,6 @@ def _api(config: LlmCallConfig) -> str:
     if api not in OPENAI_APIS:
         raise HeaderError(f"config.wire.api must be one of {', '.join(OPENAI_APIS)}, got {api!r}.")
     return str(api)
-
-
-def _adds_store(config: LlmCallConfig) -> bool:
-    """Whether the responses wire adds ``store: false`` when the extras lack
-    ``store``: yes, unless ``config.wire.store`` is ``"client"`` (a proxied
-    client's request, whose ``store`` is its own: in the extras, or absent)."""
-    store = config.wire.get("store")
-    if store is None:
-        return True
-    if store != "client" or _api(config) != "responses":
-        raise HeaderError(
-            f'config.wire.store may only be "client" (on the responses wire), got {store!r}.'
-        )
-    return False
 
 
 def _send_back(config: LlmCallConfig, family: str) -> ReasoningSendBack | None:
@@ -108,14 +94,20 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
     if family == "anthropic":
         return AnthropicWire()
     assert dialect is not None
-    adds_store = _adds_store(config)  # validates the option on either API
+    store_false = config.wire.get("store_false", True)
     if _api(config) == "responses":
         if send_back is not None:
             raise HeaderError(
                 "config.wire.reasoning_send_back is for chat completions; the responses "
                 "wire sends reasoning back as the items the model returned. Leave it out."
             )
-        return ResponsesWire(dialect=dialect, adds_store=adds_store)
+        if not isinstance(store_false, bool):
+            raise HeaderError(
+                f"config.wire.store_false must be true or false, got {store_false!r}."
+            )
+        return ResponsesWire(dialect=dialect, store_false=store_false)
+    if "store_false" in config.wire:
+        raise HeaderError('config.wire.store_false is for the responses wire (api "responses").')
     return OpenAIWire(dialect=dialect, send_back=send_back)
 
 

@@ -11,7 +11,10 @@ order of the response's output. What becomes of each event:
   of the same item is set off by a blank line;
 * ``response.output_item.added`` of a ``function_call`` and
   ``response.function_call_arguments.delta`` -> ``tool_call`` (id = ``call_id``);
-* ``response.output_item.done``: a ``reasoning`` item -> ``reasoning_item``
+* ``response.output_item.done``: a ``message`` or ``function_call`` item ->
+  ``output_item``, the item without the text or arguments its deltas gave
+  (ids, status, annotations: logged, not part of the message); a
+  ``reasoning`` item -> ``reasoning_item``
   (every field but ``type``, verbatim: ``id``, ``summary``,
   ``encrypted_content``...; the message's reasoning block gets them, so it can
   be sent back byte for byte); an item type the loop does not run -> ``item``
@@ -78,6 +81,25 @@ def _summary_text(summary: Any) -> str:
     return "\n\n".join(
         p["text"] for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str)
     )
+
+
+def _envelope(index: int, item: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``output_item`` chunk: the done item without the text or arguments its
+    deltas already gave (its ``id``, ``status``, the parts' ``annotations``...),
+    so nothing the provider said is lost from the log, and nothing is logged twice."""
+    kept: dict[str, Any] = {}
+    for key, value in item.items():
+        if key == "arguments":
+            continue
+        if key == "content" and isinstance(value, list):
+            value = [
+                {k: v for k, v in p.items() if k not in ("text", "refusal")}
+                if isinstance(p, Mapping)
+                else p
+                for p in value
+            ]
+        kept[key] = value
+    return {"kind": "output_item", "index": index, "item": kept}
 
 
 class ResponsesStreamParser:
@@ -164,6 +186,7 @@ class ResponsesStreamParser:
             if index not in self._calls:
                 self._added(out, index, {**item, "arguments": ""})
             self._rest(out, "tool_call", index, item.get("arguments"))
+            out.append(_envelope(index, item))
         elif itype == "message":
             parts = item.get("content")
             text = "".join(
@@ -172,6 +195,7 @@ class ResponsesStreamParser:
                 if isinstance(p, Mapping)
             )
             self._rest(out, "text", index, text)
+            out.append(_envelope(index, item))
         elif itype not in _LOOP_ITEMS:
             out.append({"kind": "item", "index": index, "item": item})
 

@@ -52,7 +52,8 @@ _RESERVED: Final = (
     "stream",
     # Server-side state: the log is the truth, so the whole input is always sent.
     # (``previous_response_id`` is allowed as an extra: a proxied client's request
-    # is carried as it was sent; the audit says what lives only on the provider.)
+    # is carried as it was sent; the log says where the earlier part of its
+    # prompt is, docs/format.md.)
     "conversation",
 )
 
@@ -64,13 +65,14 @@ class ResponsesWire:
     """The OpenAI Responses API body (``config.wire.api = "responses"``).
 
     ``dialect`` is the provider's OpenAI-family dialect; the body does not
-    depend on it today (it keys the piece cache and names the wire).
+    depend on it today (it keys the piece cache). ``store_false`` (the
+    loop's rule) sends ``store: false`` when the extras do not name ``store``;
+    off (``config.wire.store_false = false``), the body has a ``store`` only
+    if the extras give one: how the proxy carries a client that sent none.
     """
 
     dialect: str = "openai"
-    adds_store: bool = True
-    """Send ``store: false`` when the extras have no ``store`` (the loop's
-    rule); off for a proxied client's request (``config.wire.store = "client"``)."""
+    store_false: bool = True
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -111,7 +113,7 @@ class ResponsesWire:
             if "include" not in extras:
                 # store false: reasoning comes back only encrypted, in the next input.
                 fields.append(("include", [ENCRYPTED_REASONING]))
-        if "store" not in extras and self.adds_store:
+        if self.store_false and "store" not in extras:
             fields.append(("store", False))
         fields.append(("stream", True))
         fields.extend(extras.items())
@@ -157,7 +159,7 @@ class ResponsesWire:
             members = self._members(request)
             history = [b",".join(p for p in (make(i) for i in range(len(seqs))) if p)]
         else:
-            cache.bind(("responses", self.dialect))
+            cache.bind(("responses", self.dialect, self.store_false))
             members = cache.head(request.header.canonical_bytes(), lambda: self._members(request))
 
             def piece(i: int) -> bytes:

@@ -26,7 +26,7 @@ are header tools as given, a built-in tool (no name) is ``{"name":
 and ``top_p`` are config fields; every other field (``store``, ``include``,
 ``reasoning``, ``previous_response_id``, ``prompt_cache_key``,
 ``client_metadata`` ...) is an extra, as given. The header's
-``config.wire.store = "client"`` keeps the client's ``store`` (absent stays
+``config.wire.store_false = false`` keeps the client's ``store`` (absent stays
 absent).
 """
 

@@ -251,7 +251,7 @@ class Translator:
             wire = self._send_back(request.model, rules, current)
         elif request.family == "responses":
             # The client's own store (absent stays absent), on the Responses API.
-            wire = {"api": "responses", "store": "client"}
+            wire = {"api": "responses", "store_false": False}
         try:
             config = self.upstream.config(
                 model=request.model, **request.options, extras=request.extras, wire=wire
