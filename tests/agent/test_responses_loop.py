@@ -5,7 +5,7 @@ round trips, structured output in ``text.format``, byte-exact rebuilds."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from _loopback import serve_loopback
 from agent._harness import SECRET, add
 from agent._responses_server import ResponsesServer
-from tapelog.agent import Agent, OutputSpec, RetryPolicy
+from tapelog.agent import Agent, CompactionPolicy, OutputSpec, RetryPolicy
 from tapelog.audit import cache_report, encode_request, rebuild_requests
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import chain_segments, responses_sources
@@ -65,6 +65,7 @@ async def agent_over_http(
     session: Session,
     writer: Any = None,
     tools: Sequence[Any] = (add,),
+    agent: Mapping[str, Any] | None = None,
     **config: Any,
 ) -> AsyncIterator[Agent]:
     cfg = LlmCallConfig(provider="openai", model="gpt-5-mini", wire=RESPONSES, **config)
@@ -84,6 +85,7 @@ async def agent_over_http(
                 tools=tools,
                 retry=RetryPolicy(base_delay=0.0),
                 writer=writer,
+                **(agent or {}),
             )
 
 
@@ -238,3 +240,31 @@ async def test_the_cli_rebuilds_verifies_and_audits_a_stored_responses_log(tmp_p
     report = tmp_path / "report.html"
     run("report", session.id, "-o", str(report))
     assert "gpt-5-mini" in report.read_text(encoding="utf-8")
+
+
+async def test_compaction_summarises_over_the_responses_wire_and_every_call_rebuilds() -> None:
+    """The one-shot summary call goes through the same wire and client; the
+    reasoning items it replays are checked like any other."""
+    server = ResponsesServer(
+        [
+            [reasoning(1, "one"), said(2, "one")],
+            [said(3, "two")],
+            [reasoning(4, "three"), said(5, "three")],
+            [said(6, "The user counted to three.")],
+            [said(7, "four")],
+        ]
+    )
+    session = Session()
+    policy = CompactionPolicy(keep_messages=2)
+    async with agent_over_http(server, session, agent={"compaction": policy}) as agent:
+        for prompt in ("first?", "second?", "third?"):
+            await agent.run(prompt)
+        compacted = await agent.compact()
+        assert compacted.ok, compacted.error
+        await agent.run("fourth?")
+    rebuilt = [encode_request(r.request) for r in rebuild_requests(session, one_shots=True)]
+    assert rebuilt == server.received
+    last = decode(server.received[-1])["input"]
+    assert "The user counted to three." in last[0]["content"][0]["text"]
+    # The kept messages still carry turn 3's reasoning item, unaltered.
+    assert any(i.get("id") == "rs_4" for i in last)
