@@ -184,6 +184,11 @@ def _message(etype: str, data: Mapping[str, Any]) -> None:
             etype,
             f"data.role must be one of {', '.join(MESSAGE_ROLES)} (absent: user), got {role!r}",
         )
+    key = data.get("idempotency_key")  # a user/message's: how a re-run finds its prompt
+    if "idempotency_key" in data and (
+        etype != "user/message" or not isinstance(key, str) or not key
+    ):
+        raise _fail(etype, "data.idempotency_key must be a non-empty string, on a user/message")
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:
