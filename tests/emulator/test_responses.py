@@ -11,6 +11,7 @@ import pytest
 from httpx_sse import aconnect_sse
 
 from tapelog.emulator import Emulator
+from tapelog.emulator._responses_input import ResponseMemory
 from tapelog.log import decode, encode
 
 from ._helpers import BASE
@@ -286,3 +287,17 @@ async def test_forced_function_and_faults() -> None:
     assert cut.status == "incomplete"
     assert cut.incomplete_details is not None
     assert cut.incomplete_details.reason == "max_output_tokens"
+
+
+def test_stored_responses_are_bounded_and_forget_their_items() -> None:
+    memory = ResponseMemory(limit=2)
+    memory.keep("r1", [{"type": "reasoning", "id": "rs_1"}, {"role": "user", "content": "x"}])
+    memory.keep("r2", [{"type": "reasoning", "id": "rs_1"}, {"type": "reasoning", "id": "rs_2"}])
+    assert memory.holds_item("rs_1")
+    memory.keep("r3", [{"type": "reasoning", "id": "rs_3"}])  # r1 is dropped
+    assert memory.context("r1") is None
+    assert memory.holds_item("rs_1")  # r2 still holds it
+    memory.keep("r4", [])  # r2 is dropped
+    assert not memory.holds_item("rs_1")
+    assert not memory.holds_item("rs_2")
+    assert memory.holds_item("rs_3")

@@ -16,7 +16,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -100,30 +100,46 @@ def input_items(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
+def _item_ids(items: Sequence[Any]) -> Counter[str]:
+    return Counter(
+        i["id"] for i in items if isinstance(i, Mapping) and isinstance(i.get("id"), str)
+    )
+
+
 class ResponseMemory:
-    """Stored responses: id -> the whole context (input then output items)."""
+    """Stored responses: id -> the whole context (input then output items),
+    the newest ``limit`` of them, with a count of the item ids they hold (so
+    an item sent back by id is found in one lookup)."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._kept: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self._ids: Counter[str] = Counter()
 
     def context(self, response_id: str) -> tuple[Any, ...] | None:
         return self._kept.get(response_id)
 
     def keep(self, response_id: str, items: Sequence[Any]) -> None:
+        self._forget(self._kept.pop(response_id, ()))
         self._kept[response_id] = tuple(items)
+        self._ids.update(_item_ids(items))
         while len(self._kept) > self._limit:
-            self._kept.popitem(last=False)
+            self._forget(self._kept.popitem(last=False)[1])
+
+    def _forget(self, items: Sequence[Any]) -> None:
+        for key, count in _item_ids(items).items():
+            left = self._ids[key] - count
+            if left > 0:
+                self._ids[key] = left
+            else:
+                del self._ids[key]
 
     def holds_item(self, item_id: str) -> bool:
-        return any(
-            isinstance(i, Mapping) and i.get("id") == item_id
-            for items in self._kept.values()
-            for i in items
-        )
+        return self._ids[item_id] > 0
 
     def clear(self) -> None:
         self._kept.clear()
+        self._ids.clear()
 
 
 def earlier_items(body: Mapping[str, Any], memory: ResponseMemory) -> tuple[Any, ...] | Refused:
