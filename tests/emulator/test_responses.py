@@ -280,9 +280,13 @@ async def test_forced_function_and_faults() -> None:
         ("function_call", '{"cmd": "pwd"}')
     ]
     events = await _events(emu, {"model": "m", "input": "go", "stream": True})
-    assert [name for name, _ in events] == ["response.created", "response.in_progress", "error"]
-    assert events[-1][1]["message"] == "busy"
-    assert events[-1][1]["sequence_number"] == 2
+    names = [name for name, _ in events]
+    assert names == ["response.created", "response.in_progress", "response.failed"]
+    failed = events[-1][1]
+    assert failed["sequence_number"] == 2
+    assert failed["response"]["status"] == "failed"
+    assert failed["response"]["id"] == events[0][1]["response"]["id"]
+    assert failed["response"]["error"] == {"code": "server_error", "message": "busy"}
     cut = await client.responses.create(model="m", input="go")
     assert cut.status == "incomplete"
     assert cut.incomplete_details is not None

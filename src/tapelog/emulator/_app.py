@@ -332,7 +332,7 @@ class Emulator:
         frames, reported = dialect.stream(body, reply, outcome, usage, meta)
         if isinstance(entry, Fault):
             self._record(request, raw, rule, 200, None, entry)
-            error = dialect.stream_error(entry.status, entry.message, entry.type)
+            error = dialect.stream_error(entry.status, entry.message, entry.type, body, meta)
             return _sse(frames.failing(error), head)
         if reply.cut_after is not None:
             self._record(request, raw, rule, 200, None, reply)

@@ -78,7 +78,12 @@ class Dialect(Protocol):
         ...
 
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes: ...
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes: ...
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
+        """The event a stream that fails after its opening ends with."""
+        ...
+
     def answer(
         self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
     ) -> bytes: ...
@@ -165,7 +170,9 @@ class _OpenAi(_Stateless):
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes:
         return openai.overflow_body(prompt, window)
 
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
         return openai.error_frame(status, message, kind)
 
     def answer(
@@ -240,7 +247,9 @@ class _Anthropic(_Stateless):
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes:
         return anthropic.overflow_body(prompt, window, request_id=request_id)
 
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
         return anthropic.error_event(status, message, kind)
 
     def answer(

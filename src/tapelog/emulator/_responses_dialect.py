@@ -88,8 +88,10 @@ class ResponsesDialect:
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes:
         return wire.overflow_body()
 
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
-        return wire.error_event(status, message, kind)
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
+        return wire.failed_event(body, _ids(meta), status, message, kind)
 
     def _output(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> list[dict[str, Any]]:
         seal = seal_reasoning if _includes_encrypted(body) else None

@@ -26,7 +26,7 @@ __all__ = [
     "OPENING_EVENTS",
     "Ids",
     "error_body",
-    "error_event",
+    "failed_event",
     "output_items",
     "overflow_body",
     "response_body",
@@ -97,17 +97,15 @@ def overflow_body() -> bytes:
     return error_body(400, _OVERFLOW, code="context_length_exceeded", param="input")
 
 
-def error_event(status: int, message: str, kind: str | None = None) -> bytes:
-    """The ``error`` event a failing stream ends with (after the opening events)."""
-    error = error_object(status, message, kind)
-    payload = {
-        "type": "error",
-        "sequence_number": OPENING_EVENTS,
-        "code": error["type"],
-        "message": message,
-        "param": None,
-    }
-    return event_frame("error", payload)
+def failed_event(
+    body: Mapping[str, Any], ids: Ids, status: int, message: str, kind: str | None = None
+) -> bytes:
+    """The ``response.failed`` event a failing stream ends with (after the
+    opening events): the response, ``status: "failed"``, its ``error``."""
+    response = _response(body, ids, status="failed", output=[], usage=None)
+    response["error"] = {"code": error_object(status, message, kind)["type"], "message": message}
+    payload = {"type": "response.failed", "sequence_number": OPENING_EVENTS, "response": response}
+    return event_frame("response.failed", payload)
 
 
 def usage_of(outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
