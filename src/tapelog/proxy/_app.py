@@ -1,7 +1,9 @@
 """The proxy server: a Starlette app between clients and one upstream.
 
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
-completions), ``POST /v1/messages`` (Anthropic Messages), each also under
+completions), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1/responses``
+and ``/responses`` (the OpenAI Responses API, to an OpenAI-family upstream;
+``_responses_in``), each also under
 ``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
 Per request, with the client's credentials as the request's own secrets
 (``_upstream.client_secrets``, ``tapelog.log.secret_scope``: redacted from
@@ -47,6 +49,7 @@ from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_ca
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
+from tapelog.proxy._responses_out import ResponseIds, ResponsesAnswer
 from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
 from tapelog.proxy._sessions import Sessions
 from tapelog.proxy._summary import RequestSummary, header_changes
@@ -68,6 +71,8 @@ _ROUTES: Final[dict[str, Family]] = {
     "/v1/chat/completions": "openai",
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
+    "/v1/responses": "responses",
+    "/responses": "responses",
 }
 
 
@@ -112,6 +117,7 @@ class Proxy:
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
+        self.response_ids = ResponseIds()
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
@@ -234,7 +240,14 @@ class Proxy:
         try:
             self.guard.check(request.headers)
             await self.start()
-            if family != self.upstream.family:
+            if family == "responses" and not self.upstream.serves(family):
+                raise ProxyError(
+                    f"this proxy forwards to {self.upstream.provider}, which has no Responses "
+                    "API (/v1/responses); use its chat completions API, or start a proxy for "
+                    "an upstream that has it (openai)",
+                    status=404,
+                )
+            if not self.upstream.serves(family):
                 api = (
                     "Anthropic Messages"
                     if self.upstream.family == "anthropic"
@@ -284,6 +297,10 @@ class Proxy:
         state = assigned.state
         exchange = Exchange(state, header)
         exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
+        previous = self.response_ids.previous(parsed.extras)
+        if previous is not None:
+            exchange.notes["previous_response"] = previous[0]
+            exchange.changes.append(previous[1])
         try:
             _, body = exchange.log_request(
                 plan, messages.neutral, wire_for(header.config), state.cache
@@ -300,7 +317,9 @@ class Proxy:
         headers = upstream_headers(request.headers, self.upstream.family)
         try:
             response = await self.http.send(
-                self.http.build_request("POST", self.upstream.url, content=body, headers=headers),
+                self.http.build_request(
+                    "POST", self.upstream.endpoint(parsed.family), content=body, headers=headers
+                ),
                 stream=True,
             )
         except httpx.HTTPError as exc:
@@ -323,7 +342,7 @@ class Proxy:
             )
         answer = None
         if not parsed.stream:
-            answer = AnthropicAnswer() if parsed.family == "anthropic" else OpenAIAnswer()
+            answer = _answer(parsed.family)
         relay = Relay(
             response=response,
             exchange=exchange,
@@ -375,6 +394,7 @@ class Proxy:
         """
         state = exchange.state
         summary = self._summary(exchange, status)
+        self.response_ids.note(exchange.notes.get("response_id"), state.id, exchange.turn)
         point = self.sessions.point_of(state)
 
         def release() -> None:
@@ -409,6 +429,13 @@ class Proxy:
             changes=tuple(changes),
             error=error,
         )
+
+
+def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:
+    """What assembles a non-streaming client's answer from the stream."""
+    if family == "responses":
+        return ResponsesAnswer()
+    return AnthropicAnswer() if family == "anthropic" else OpenAIAnswer()
 
 
 def _excerpt(data: bytes) -> str:

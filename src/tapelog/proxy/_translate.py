@@ -48,6 +48,7 @@ from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translat
 from tapelog.proxy._keys import extend_chain
 from tapelog.proxy._normal import first_difference
 from tapelog.proxy._openai_in import openai_top, parse_openai, translate_openai
+from tapelog.proxy._responses_in import parse_responses, responses_top, translate_responses
 from tapelog.proxy._types import (
     ALL_RULES,
     EVERY_RULE,
@@ -87,12 +88,15 @@ class Messages:
     """The canonical bytes of the client's raw message list."""
     count: int = 0
     """How many raw client messages these are."""
+    label: str = "messages"
+    """What the client calls its list (``input`` on the Responses API, whose
+    ``origin`` numbers input items, not the proxy's groups of them)."""
 
     def where(self, index: int, offset: int) -> str:
         """The client's name for neutral message ``index``."""
         if index >= len(self.origin):
-            return f"messages[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
-        return f"messages[{self.origin[index] + offset}]"
+            return f"{self.label}[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
+        return f"{self.label}[{self.origin[index] + offset}]"
 
 
 class Translator:
@@ -111,12 +115,16 @@ class Translator:
 
     def parse(self, family: Family, body: Mapping[str, Any]) -> ClientRequest:
         """The header part and raw messages of a client body of ``family``."""
+        if family == "responses":
+            return parse_responses(body)
         return parse_anthropic(body) if family == "anthropic" else parse_openai(body)
 
     def _miss(self, key: bytes, family: Family, message: Any, where: str) -> Translated:
         """Translate a message not in the cache, and keep it there."""
         if family == "anthropic":
             found = translate_anthropic(message, where)
+        elif family == "responses":
+            found = translate_responses(message, where)
         else:
             found = translate_openai(message, where, dialect=self.dialect)
         if len(self._current) >= self.cache_size:
@@ -176,6 +184,7 @@ class Translator:
         else:
             neutral, keys, origin, chain = [], [], [], []
         checked = len(neutral)
+        named = len(origin)
         offset = request.offset
         family = request.family
         anthropic = family == "anthropic"
@@ -216,7 +225,12 @@ class Translator:
                 keys.extend(done.keys)
                 origin.extend([i] * len(found))
         extend_chain(chain, keys)
+        label = "messages"
+        if family == "responses":  # name the client's input items, not their groups
+            origin[named:] = [raw[o]["at"] for o in origin[named:]]
+            label = "input"
         return Messages(
+            label=label,
             neutral=neutral,
             keys=keys,
             origin=origin,
@@ -235,6 +249,9 @@ class Translator:
         wire: dict[str, Any] = {}
         if request.family == "openai":
             wire = self._send_back(request.model, rules, current)
+        elif request.family == "responses":
+            # The client's own store (absent stays absent), on the Responses API.
+            wire = {"api": "responses", "store_false": False}
         try:
             config = self.upstream.config(
                 model=request.model, **request.options, extras=request.extras, wire=wire
@@ -267,8 +284,10 @@ class Translator:
             rebuilt = wire.build_body(LlmRequest(header=header, messages=FrozenList()))
         except (HeaderError, EventError, JsonValueError) as exc:
             raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
-        top = anthropic_top if request.family == "anthropic" else openai_top
-        found = first_difference(top(request.body), top(rebuilt), "body")
+        tops = {"anthropic": anthropic_top, "openai": openai_top, "responses": responses_top}
+        found = first_difference(
+            tops[request.family](request.body), tops[request.family](rebuilt), "body"
+        )
         if found is not None:
             raise ProxyError(found, kind="invalid_request_error")
 
