@@ -5,7 +5,8 @@ sent it (the parsed upstream body equals the client's, but for ``stream``,
 which is the proxy's own; a string ``input`` is one user message, sent as the
 string again by the logged wire option ``input_string``). An item becomes a
 neutral block the log understands when the responses wire (``tapelog.llm``)
-sends exactly that item back from it; any other item is kept whole as an opaque ``item`` block, sent as given. So:
+sends exactly that item back from it; any other item is kept whole as an
+opaque ``item`` block, sent as given. So:
 
 * consecutive output items (``reasoning``, ``function_call``, an ``assistant``
   ``message``, any ``*_call``) are one assistant message: a reasoning item with
