@@ -27,7 +27,9 @@ from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compac
 from tapelog.agent._context_meter import ContextMeter
 from tapelog.agent._flushing import flush_off_loop
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, request_config, text_blocks
+from tapelog.agent._model_string import resolve_target
 from tapelog.agent._output import OutputRun, OutputType, output_toolset, shape_request
+from tapelog.agent._persistent import StoredSessionOwner
 from tapelog.agent._reply import (
     ReplySources,
     StepRef,
@@ -76,7 +78,7 @@ from tapelog.request import build_request
 __all__ = ["Agent"]
 
 
-class Agent:
+class Agent(StoredSessionOwner):
     """A tool-using agent over a :class:`Session` (one instance = one loop instance).
 
     ``check`` turns the invariant checker on or off (default: on, unless
@@ -84,14 +86,19 @@ class Agent:
     log before it is sent, at a cost proportional to what is new. ``context``
     sources (:class:`RuntimeContext`) put their values in the session prefix
     and log a watched value's change as a ``context/message`` (never the system prompt).
+
+    ``Agent("openai:gpt-4.1-mini")`` (or ``model=`` beside a session) makes the
+    client and config from a model string (:mod:`tapelog.agent._model_string`);
+    :meth:`open` creates or resumes a stored session in one call.
     """
 
     def __init__(
         self,
-        session: Session,
-        client: ProviderClient,
+        session: Session | str | None = None,
+        client: ProviderClient | None = None,
         *,
-        config: LlmCallConfig,
+        config: LlmCallConfig | None = None,
+        model: str | None = None,
         system: str | None = None,
         tools: Toolset | Iterable[Tool | ToolSource] = (),
         tool_order: Sequence[str] | None = None,
@@ -105,6 +112,7 @@ class Agent:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         context: Iterable[ContextSource] = (),
     ) -> None:
+        session, client, config = resolve_target(session, client, config, model)
         self.session = session
         self.client = client
         self._config = checked_config(config)
