@@ -18,6 +18,7 @@ from tapelog.agent._stream import (
     ToolResultEvent,
     TurnEnd,
 )
+from tapelog.agent._tool_context import RunContext
 from tapelog.agent._tools import Tool, ToolOutcome, Toolset, ToolSource, tool
 from tapelog.agent._trimming import TrimPolicy
 from tapelog.agent._turn import RetryPolicy, TurnResult
@@ -32,6 +33,7 @@ __all__ = [
     "OutputSpec",
     "ReasoningDelta",
     "RetryPolicy",
+    "RunContext",
     "RuntimeContext",
     "SchemaTool",
     "StepContext",

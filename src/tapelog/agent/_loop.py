@@ -111,6 +111,7 @@ class Agent(StoredSessionOwner):
         trimming: TrimPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         context: Iterable[ContextSource] = (),
+        deps: Any = None,
     ) -> None:
         session, client, config = resolve_target(session, client, config, model)
         self.session = session
@@ -122,6 +123,7 @@ class Agent(StoredSessionOwner):
         self.tool_order = list(tool_order) if tool_order is not None else None
         self.hooks = hooks or Hooks()
         self.writer = writer
+        self.deps = deps  # handed to tools that declare a RunContext; never logged
         self.retry = retry or RetryPolicy()
         self.max_steps = max_steps
         self.check = check_enabled(check)
@@ -500,6 +502,7 @@ class Agent(StoredSessionOwner):
             step=step,
             calls=calls,
             flush=self._flush,
+            deps=self.deps,
         )
         for text in contexts:
             self.inject(text, kind="tool-post-execute")

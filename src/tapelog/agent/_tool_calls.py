@@ -15,11 +15,23 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from tapelog.agent._hooks import Hooks, ToolCallInfo, call_hook
+from tapelog.agent._tool_context import RunContext, run_context_scope
 from tapelog.agent._tools import ToolOutcome, Toolset
 from tapelog.llm._api import AbortHandle
 from tapelog.log._api import Event, Session
 
 __all__ = ["run_tool_calls"]
+
+
+def _context_of(session: Session, info: ToolCallInfo, deps: Any) -> RunContext[Any]:
+    return RunContext(
+        deps=deps,
+        session_id=session.id,
+        turn=info.turn,
+        step=info.step,
+        call_id=info.call_id,
+        tool_name=info.name,
+    )
 
 
 def _aborted_outcome(info: ToolCallInfo) -> ToolOutcome:
@@ -49,9 +61,11 @@ async def run_tool_calls(
     step: int,
     calls: Sequence[Mapping[str, Any]],
     flush: Callable[[], Awaitable[None]],
+    deps: Any = None,
 ) -> tuple[list[str], bool]:
     """Run ``calls`` (tool_call blocks); return the additional context texts to
-    log after the results, and whether the step was aborted."""
+    log after the results, and whether the step was aborted. Each call's task
+    runs with its :class:`RunContext` (``deps`` and where the call is) set."""
     infos: list[tuple[ToolCallInfo, Event]] = []
     for block in calls:
         info = ToolCallInfo(
@@ -73,7 +87,13 @@ async def run_tool_calls(
         )
         infos.append((info, event))
     await flush()
-    tasks = [asyncio.ensure_future(tools.run(info.name, info.arguments)) for info, _ in infos]
+    tasks = [
+        asyncio.get_running_loop().create_task(
+            tools.run(info.name, info.arguments),
+            context=run_context_scope(_context_of(session, info, deps)),
+        )
+        for info, _ in infos
+    ]
     await _wait_all_or_abort(tasks, handle)
     aborted = handle.aborted
     contexts: list[str] = []
