@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from tests.agent._harness import agent_on, assert_bytes_rebuild
 
 from tapelog import ToolError
 from tapelog.agent import RunContext, tool
 from tapelog.emulator import Emulator
 from tapelog.log import encode
+
+from ._harness import agent_on, assert_bytes_rebuild
 
 
 @dataclass

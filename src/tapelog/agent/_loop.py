@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import Any
 
 from tapelog._errors import Aborted, ContextOverflowError, ProviderError
+from tapelog.agent._budget import Budget, BudgetGuard
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
 from tapelog.agent._context_meter import ContextMeter
 from tapelog.agent._flushing import flush_off_loop
@@ -112,6 +113,7 @@ class Agent(StoredSessionOwner):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         context: Iterable[ContextSource] = (),
         deps: Any = None,
+        budget: Budget | None = None,
     ) -> None:
         session, client, config = resolve_target(session, client, config, model)
         self.session = session
@@ -124,6 +126,7 @@ class Agent(StoredSessionOwner):
         self.hooks = hooks or Hooks()
         self.writer = writer
         self.deps = deps  # handed to tools that declare a RunContext; never logged
+        self._budget = BudgetGuard(budget, self._config)  # checked before each request
         self.retry = retry or RetryPolicy()
         self.max_steps = max_steps
         self.check = check_enabled(check)
@@ -293,6 +296,9 @@ class Agent(StoredSessionOwner):
             if step > self.max_steps:
                 outcome.steps -= 1
                 return await self._end(outcome, {"kind": "max_steps", "limit": self.max_steps})
+            if (spent := self._budget.over(self.session, turn)) is not None:
+                outcome.steps -= 1
+                return await self._end(outcome, spent)
             await self._between_steps(turn)
             try:
                 message, finish = await self._step(turn, step)
