@@ -162,3 +162,10 @@ def test_the_log_refuses_a_malformed_budget_end(reason: dict[str, Any]) -> None:
             "reason": {"kind": "budget", "scope": "turn", "limit": "cost", "max": 0.5, "used": 0.6},
         },
     )
+
+
+def test_a_known_model_is_priced_from_the_dated_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-1234")
+    agent = Agent("openai:gpt-4.1-mini", budget=Budget(session=Limits(cost=1.0)))
+    assert agent.config.model == "gpt-4.1-mini"  # accepted: the default table prices it
+    assert Budget.DEFAULT_PRICES["openai:gpt-4.1-mini"].output == 1.6

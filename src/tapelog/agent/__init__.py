@@ -1,12 +1,13 @@
 """The agent side: the loop, its hooks, compaction and trimming, and tools."""
 
+from tapelog.agent._approval import Approval
 from tapelog.agent._budget import Budget, Limits
 from tapelog.agent._compaction import CompactionPolicy
 from tapelog.agent._fs_tools import fs_tools
 from tapelog.agent._hooks import Hooks, StepContext, ToolCallInfo
 from tapelog.agent._loop import Agent
 from tapelog.agent._output import OutputSpec
-from tapelog.agent._pricing import DEFAULT_PRICES, Price
+from tapelog.agent._pricing import Price
 from tapelog.agent._runtime_context import ContextSource, RuntimeContext
 from tapelog.agent._schema_tool import SchemaTool
 from tapelog.agent._stream import (
@@ -26,8 +27,8 @@ from tapelog.agent._trimming import TrimPolicy
 from tapelog.agent._turn import RetryPolicy, TurnResult
 
 __all__ = [
-    "DEFAULT_PRICES",
     "Agent",
+    "Approval",
     "AttemptFailed",
     "Budget",
     "CompactionPolicy",

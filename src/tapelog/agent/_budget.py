@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from tapelog._errors import TapelogError
 from tapelog.agent._pricing import DEFAULT_PRICES, Price, price_for
@@ -58,7 +58,10 @@ class Limits:
 class Budget:
     """The limits of each turn and of the whole session, and the prices that
     make ``cost`` (``pricing`` by ``"provider:model"`` or model name, over
-    :data:`DEFAULT_PRICES`)."""
+    :attr:`DEFAULT_PRICES`)."""
+
+    DEFAULT_PRICES: ClassVar[Mapping[str, Price]] = DEFAULT_PRICES
+    """Dated list prices (:mod:`tapelog.agent._pricing`) that ``pricing`` overrides or extends."""
 
     turn: Limits | None = None
     session: Limits | None = None

@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import Any
 
 from tapelog._errors import Aborted, ContextOverflowError, ProviderError
+from tapelog.agent._approval import ApprovalGate, Approver
 from tapelog.agent._budget import Budget, BudgetGuard
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
 from tapelog.agent._context_meter import ContextMeter
@@ -114,6 +115,7 @@ class Agent(StoredSessionOwner):
         context: Iterable[ContextSource] = (),
         deps: Any = None,
         budget: Budget | None = None,
+        approver: Approver | None = None,
     ) -> None:
         session, client, config = resolve_target(session, client, config, model)
         self.session = session
@@ -126,6 +128,7 @@ class Agent(StoredSessionOwner):
         self.hooks = hooks or Hooks()
         self.writer = writer
         self.deps = deps  # handed to tools that declare a RunContext; never logged
+        self.approver = approver  # decides on calls of tools that require approval
         self._budget = BudgetGuard(budget, self._config)  # checked before each request
         self.retry = retry or RetryPolicy()
         self.max_steps = max_steps
@@ -509,6 +512,7 @@ class Agent(StoredSessionOwner):
             calls=calls,
             flush=self._flush,
             deps=self.deps,
+            gate=ApprovalGate(self.approver, self.tools),
         )
         for text in contexts:
             self.inject(text, kind="tool-post-execute")

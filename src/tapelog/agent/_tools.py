@@ -76,14 +76,19 @@ class Tool:
     docstring (first paragraph, and a Google-style ``Args:`` section).
     """
 
+    requires_approval: bool = False
+    """Ask the agent's approver before each call runs (docs/api.md, "Tool approval")."""
+
     def __init__(
         self,
         function: Callable[..., Any],
         *,
         name: str | None = None,
         description: str | None = None,
+        requires_approval: bool = False,
     ) -> None:
         name = _checked_name(name if name is not None else getattr(function, "__name__", ""))
+        self.requires_approval = requires_approval
         self.function = function
         self.name = name
         summary, arg_docs = parse_docstring(inspect.getdoc(function) or "")
@@ -310,7 +315,7 @@ def _decode_arguments(arguments: str) -> dict[str, Any]:
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -318,16 +323,18 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a :class:`Tool`.
 
-    Use it bare (``@tool``) or with overrides (``@tool(name=..., description=...)``).
+    Use it bare (``@tool``) or with overrides (``@tool(name=..., description=...,
+    requires_approval=True)``).
     """
     if function is not None:
         return Tool(function, name=name, description=description)
 
     def decorate(fn: Callable[..., Any]) -> Tool:
-        return Tool(fn, name=name, description=description)
+        return Tool(fn, name=name, description=description, requires_approval=requires_approval)
 
     return decorate
 

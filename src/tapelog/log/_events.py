@@ -53,6 +53,7 @@ EVENT_TYPES: Final = frozenset(
         "assistant/chunk",
         "assistant/message",
         "tool/call",
+        "tool/approval",
         "tool/result",
         "request/header",
         "request/header-delta",
@@ -126,6 +127,7 @@ PACKED_TYPES: Final = frozenset(
     {
         "assistant/chunk",
         "tool/call",
+        "tool/approval",
         "step/start",
         "step/end",
         "turn/start",

@@ -229,6 +229,16 @@ def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "arguments", str)
 
 
+def _tool_approval(etype: str, data: Mapping[str, Any]) -> None:
+    """A human-in-the-loop decision on a logged tool call (the agent's approver)."""
+    _step(etype, data)
+    _need(etype, data, "call_id", str)
+    _need(etype, data, "approved", bool)
+    if not _need(etype, data, "by", str):
+        raise _fail(etype, "data.by must name who decided (a non-empty string)")
+    _optional(etype, data, "reason", str)
+
+
 def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
     _step(etype, data)
     _need(etype, data, "call_id", str)
@@ -331,6 +341,7 @@ _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "assistant/chunk": _chunk,
     "assistant/message": _assistant,
     "tool/call": _tool_call,
+    "tool/approval": _tool_approval,
     "tool/result": _tool_result,
     "request/header": _header,
     "request/header-delta": _header_delta,
