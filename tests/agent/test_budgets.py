@@ -169,3 +169,22 @@ def test_a_known_model_is_priced_from_the_dated_defaults(monkeypatch: pytest.Mon
     agent = Agent("openai:gpt-4.1-mini", budget=Budget(session=Limits(cost=1.0)))
     assert agent.config.model == "gpt-4.1-mini"  # accepted: the default table prices it
     assert Budget.DEFAULT_PRICES["openai:gpt-4.1-mini"].output == 1.6
+
+
+def test_a_session_budget_counts_what_earlier_processes_spent(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    budget = Budget(session=Limits(requests=2))
+    with Agent.open(store, "long", model="emulator", budget=budget) as agent:
+        assert agent.run_sync("one").ok
+        assert agent.run_sync("two").ok
+    # A new process: the budget is read from the stored log, not from memory.
+    with Agent.open(store, "long", model="emulator", budget=budget) as agent:
+        third = agent.run_sync("three")
+    assert dict(third.reason) == {
+        "kind": "budget",
+        "scope": "session",
+        "limit": "requests",
+        "max": 2,
+        "used": 2,
+    }
+    assert third.steps == 0

@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from tapelog import JsonlStore, LlmCallConfig
 from tapelog.agent import Agent, Approval, Budget, Limits, RunContext, ToolCallInfo, tool
+from tapelog.audit import render_report
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
@@ -105,3 +106,7 @@ async def test_a_stored_session_with_deps_approval_and_budget_rebuilds_from_the_
     assert "approved by ann" in shown.output
     assert "denied by ann: keep text files" in shown.output
     assert "budget" in shown.output
+    # The HTML report's timeline shows each decision where it was made.
+    page = render_report(store.load("cleanup").session)
+    assert "remove denied by ann: keep text files" in page
+    assert "remove approved by ann" in page

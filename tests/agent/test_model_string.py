@@ -8,9 +8,12 @@ is one readable sentence before anything is logged.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tapelog import LlmCallConfig, Session, TapelogError, rebuild_requests
 from tapelog.agent import Agent
+from tapelog.agent._model_string import config_for_model
 from tapelog.llm import make_client
 
 
@@ -75,3 +78,19 @@ def test_the_explicit_form_still_works_and_forms_do_not_mix() -> None:
         Agent(Session(), model="emulator", config=config)
     with pytest.raises(TypeError, match="config"):
         Agent(Session(), make_client(config))
+
+
+_MODEL = st.text(
+    alphabet=st.characters(codec="ascii", categories=("L", "N", "P")), min_size=1, max_size=40
+)
+
+
+@given(
+    provider=st.sampled_from(["openai", "anthropic", "deepseek", "emulator", "ollama"]),
+    model=_MODEL,
+)
+def test_a_model_string_is_provider_then_everything_after_the_first_colon(
+    provider: str, model: str
+) -> None:
+    config = config_for_model(f"{provider}:{model}")
+    assert (config.provider, config.model) == (provider, model)
