@@ -45,9 +45,9 @@ def config_for_model(model: str) -> LlmCallConfig:
 
 def _client_for(config: LlmCallConfig, env: Mapping[str, str]) -> ProviderClient:
     spec = provider_spec(config.provider)
-    # The same check the first send makes, made now: one sentence naming the variable.
+    # The check the first send makes, made now: one sentence naming the variable.
     resolve_api_key(spec.name, spec.api_key_env, env, required=spec.key_required)
-    return make_client(config, env=env)
+    return make_client(config)
 
 
 def resolve_target(
