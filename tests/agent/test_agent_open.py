@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tapelog import JsonlStore, Session, rebuild_requests
+import pytest
+
+from tapelog import JsonlStore, Session, TapelogError, rebuild_requests
 from tapelog.agent import Agent
 
 
@@ -58,3 +60,12 @@ def test_close_releases_the_session_for_another_writer(tmp_path: Path) -> None:
     again = Agent.open(store, "s", model="emulator")
     assert again.opened == "resumed"
     again.close()
+
+
+def test_a_bad_model_string_stores_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    store = JsonlStore(tmp_path)
+    with pytest.raises(TapelogError, match="OPENAI_API_KEY"):
+        Agent.open(store, "never", model="openai:gpt-4.1-mini")
+    assert not store.exists("never")
+    assert store.reserve("never") is not None  # and the id is not locked

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, Self
 
+from tapelog.agent._model_string import resolve_target
 from tapelog.log._api import Session
 
 __all__ = ["Opened", "SessionStoreLike", "StoredSessionOwner", "open_stored"]
@@ -71,6 +72,10 @@ class StoredSessionOwner:
         ``config=``, ``system``, ``tools``, ...); the agent owns the session's
         writer until :meth:`close` (or the end of a ``with`` block).
         """
+        if options.get("model") is not None:  # a bad string or a missing key: nothing stored
+            _, options["client"], options["config"] = resolve_target(
+                None, options.get("client"), options.get("config"), options.pop("model")
+            )
         session, writer, opened = open_stored(
             store, session_id, accept_undigested=accept_undigested
         )
