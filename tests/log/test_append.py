@@ -108,8 +108,26 @@ PAYLOAD_CASES: list[tuple[str, Any, type[TapelogError], str]] = [
         "user/message",
         _with("user/message", content=[{"type": "video"}]),
         EventError,
-        "user/message: data.content[0].type must be one of image, reasoning, text, tool_call, "
-        "tool_result, got 'video'",
+        "user/message: data.content[0].type must be one of image, openai_part, reasoning, text, "
+        "tool_call, tool_result, got 'video'",
+    ),
+    (
+        "user/message",
+        _with("user/message", role="assistant"),
+        EventError,
+        "user/message: data.role must be one of developer, system (absent: user), got 'assistant'",
+    ),
+    (
+        "context/message",
+        _with("context/message", role="developer"),
+        EventError,
+        "context/message: data.role must be one of developer, system",
+    ),
+    (
+        "user/message",
+        _with("user/message", fields=["name"]),
+        EventError,
+        "user/message: data.fields must be an object, got a list",
     ),
     (
         "user/message",

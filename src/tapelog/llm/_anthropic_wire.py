@@ -350,6 +350,16 @@ def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 def _map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Block, ...]]:
     role = message["role"]
+    if role not in ("user", "assistant", "tool"):
+        raise EventError(
+            f"{where}: the anthropic wire has no {role!r} message (the Messages API sends "
+            "instructions as the system prompt); an OpenAI wire can send it"
+        )
+    if message.get("fields"):
+        raise EventError(
+            f"{where}: the anthropic wire cannot send a chat completions message's other "
+            f"fields ({', '.join(message['fields'])}); an OpenAI wire can"
+        )
     wire_role = "user" if role == "tool" else role
     blocks: list[Block] = []
     for i, block in enumerate(message["content"]):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
+from tapelog._errors import EventError
 from tapelog.cache._api import ReasoningSendBack, wire_profile_named
 from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
@@ -28,6 +29,8 @@ __all__ = [
     "OpenAIDialect",
     "OpenAIWire",
     "ReasoningSendBack",
+    "empty_content",
+    "no_text",
 ]
 
 OpenAIDialect = Literal["openai", "deepseek", "compatible"]
@@ -67,6 +70,12 @@ _RESERVED: Final = (
     "stream",
     "stream_options",
 )
+
+_USER_ROLES: Final = frozenset({"user", "developer", "system"})
+"""Roles whose content is text and parts (a developer or system message may
+stand anywhere in the history: ``user/message`` ``data.role``)."""
+
+_PART_TYPES: Final = frozenset({"text", "openai_part"})
 
 _MESSAGES = object()  # placeholder for the messages array in the field list
 
@@ -210,10 +219,43 @@ def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _message(wire: str, message: Mapping[str, Any], rule: str, where: str) -> dict[str, Any]:
+    out = _standard(wire, message, rule, where)
+    fields = message.get("fields")
+    if fields:
+        # The client's other members (``name``, ``refusal``, ...), as it sent them;
+        # ``content`` only on a message without text: its spelling of no content.
+        for key, value in fields.items():
+            if key in out and not (key == "content" and no_text(message)):
+                raise EventError(f"{where}.fields sets {key!r}, which the {wire} wire writes")
+            out[key] = value
+    return out
+
+
+def no_text(message: Mapping[str, Any]) -> bool:
+    """Whether a message's wire ``content`` is empty: no block at all (user,
+    developer, system), no text block (assistant). Such a message may carry
+    the client's spelling of that emptiness (``null``, ``""``, ``[]``) as
+    ``fields.content``."""
+    role = message["role"]
+    if role == "assistant":
+        return not any(b["type"] in _PART_TYPES for b in message["content"])
+    return role in _USER_ROLES and not message["content"]
+
+
+def empty_content(message: Mapping[str, Any]) -> Any:
+    """The ``content`` the wire writes for a message without text (:func:`no_text`):
+    ``null`` beside tool calls, else ``""``."""
+    calls = message["role"] == "assistant" and any(
+        b["type"] == "tool_call" for b in message["content"]
+    )
+    return None if calls else ""
+
+
+def _standard(wire: str, message: Mapping[str, Any], rule: str, where: str) -> dict[str, Any]:
     role = message["role"]
     content: Sequence[Mapping[str, Any]] = message["content"]
-    if role == "user":
-        return {"role": "user", "content": _user_content(wire, content, where)}
+    if role in _USER_ROLES:
+        return {"role": role, "content": _user_content(wire, content, where, role)}
     if role == "assistant":
         return _assistant(wire, content, rule, where)
     if role == "tool":
@@ -226,7 +268,9 @@ def _message(wire: str, message: Mapping[str, Any], rule: str, where: str) -> di
     raise refuse_block(wire, str(role), {"type": "message"}, where)
 
 
-def _user_content(wire: str, content: Sequence[Mapping[str, Any]], where: str) -> Any:
+def _user_content(
+    wire: str, content: Sequence[Mapping[str, Any]], where: str, role: str = "user"
+) -> Any:
     if not content:
         return ""
     if len(content) == 1 and content[0]["type"] == "text":
@@ -240,8 +284,10 @@ def _user_content(wire: str, content: Sequence[Mapping[str, Any]], where: str) -
             if url is None:
                 url = f"data:{block['media_type']};base64,{block['data']}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif block["type"] == "openai_part":
+            parts.append(block["part"])  # carried as the client sent it
         else:
-            raise refuse_block(wire, "user", block, f"{where}.content[{i}]")
+            raise refuse_block(wire, role, block, f"{where}.content[{i}]")
     return parts
 
 
@@ -260,10 +306,18 @@ def _assistant(
                     "function": {"name": block["name"], "arguments": block["arguments"]},
                 }
             )
-        elif btype not in ("text", "reasoning"):
+        elif btype not in ("text", "reasoning", "openai_part"):
             raise refuse_block(wire, "assistant", block, f"{where}.content[{i}]")
-    text = joined_text(content, "text")
+    text: Any = joined_text(content, "text")
+    if any(b["type"] == "openai_part" for b in content):
+        # Content the client sent as a list of parts goes back as that list.
+        text = [
+            b["part"] if b["type"] == "openai_part" else {"type": "text", "text": b["text"]}
+            for b in content
+            if b["type"] in _PART_TYPES
+        ]
     out: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    # (``empty_content`` names that default for the proxy.)
     has_reasoning = any(b["type"] == "reasoning" for b in content)
     present = rule in ("present", "present_and_tool_turns") and has_reasoning
     if present or (rule in ("tool_turns", "present_and_tool_turns") and calls):

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from tapelog._errors import EventError
 
-__all__ = ["HEADER_REASONS", "check_blocks", "check_payload"]
+__all__ = ["HEADER_REASONS", "MESSAGE_ROLES", "check_blocks", "check_payload"]
 
 HEADER_REASONS: Final = ("initial", "resume", "fallback")
 
@@ -75,7 +75,12 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "tool_call": (("id", str), ("name", str), ("arguments", str)),
     "tool_result": (("tool_call_id", str), ("content", (str, list)), ("is_error", bool)),
     "image": (("media_type", str),),
+    "openai_part": (("part", dict),),
 }
+
+MESSAGE_ROLES: Final = ("developer", "system")
+"""The roles a ``user/message`` may name in ``data.role`` (absent: ``user``):
+a client's developer or system message, anywhere in the history."""
 
 
 def check_blocks(content: Any, where: str) -> None:
@@ -161,9 +166,21 @@ def _seqs(etype: str, value: Any, where: str) -> None:
         raise _fail(etype, f"{where} must be a list of seqs (non-negative integers)")
 
 
+def _fields(etype: str, data: Mapping[str, Any]) -> None:
+    """``data.fields``: a message's other wire members, as the client sent them."""
+    _optional(etype, data, "fields", dict)
+
+
 def _message(etype: str, data: Mapping[str, Any]) -> None:
     check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
     _check_source(etype, data)
+    _fields(etype, data)
+    role = _optional(etype, data, "role", str)
+    if role is not None and (etype != "user/message" or role not in MESSAGE_ROLES):
+        raise _fail(
+            etype,
+            f"data.role must be one of {', '.join(MESSAGE_ROLES)} (absent: user), got {role!r}",
+        )
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:
@@ -184,6 +201,8 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
         _check_usage(etype, data["usage"], "data.usage")
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
+    _fields(etype, data)
+    _optional(etype, data, "alternatives", list)
 
 
 def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
@@ -202,6 +221,7 @@ def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "is_error", bool)
     if "error" in data and not isinstance(data["error"], (str, dict)):
         raise _fail(etype, "data.error must be a string or an object")
+    _fields(etype, data)
 
 
 def _header(etype: str, data: Mapping[str, Any]) -> None:

@@ -5,7 +5,9 @@ model-visible message. The live session cache, the invariant checker and every
 external rebuilder fold this same function, so two paths can never disagree.
 
 Neutral messages are frozen JSON objects ``{"role": ..., "content": [blocks]}``
-with role ``user``, ``assistant`` or ``tool`` (see docs/format.md).
+with role ``user``, ``assistant`` or ``tool`` (or, from a ``user/message``
+that names it, ``developer`` / ``system``), plus ``fields`` when the event
+carries a client message's other wire members (see docs/format.md).
 """
 
 from __future__ import annotations
@@ -23,16 +25,16 @@ def derive_event_message(event: Event) -> FrozenDict | None:
     """Project one surface event to its message, or ``None`` if it shows nothing.
 
     Pure: the result depends on the event alone. Non-surface events and
-    assistant messages with empty content give ``None``.
+    assistant messages with empty content (and no ``fields``) give ``None``.
     """
     data = event.data
     etype = event.type
     if etype == "user/message" or etype == "context/message":
-        return _message("user", data["content"])
+        return _message(data.get("role", "user"), data["content"], data.get("fields"))
     if etype == "assistant/message":
-        if not data["content"]:
+        if not data["content"] and not data.get("fields"):
             return None
-        return _message("assistant", data["content"])
+        return _message("assistant", data["content"], data.get("fields"))
     if etype == "tool/result":
         block = {
             "type": "tool_result",
@@ -40,15 +42,18 @@ def derive_event_message(event: Event) -> FrozenDict | None:
             "content": data["content"],
             "is_error": data["is_error"],
         }
-        return _message("tool", [block])
+        return _message("tool", [block], data.get("fields"))
     return None
 
 
-def _message(role: str, content: Any) -> FrozenDict:
+def _message(role: str, content: Any, fields: Any = None) -> FrozenDict:
     # Built from an event's frozen data only: no second validating walk, and
     # no redaction (a message is derived from the log, so it must be exactly
     # what the log says whatever secrets this process has registered).
-    message: FrozenDict = freeze_trusted({"role": role, "content": content})
+    shaped = {"role": role, "content": content}
+    if fields:
+        shaped["fields"] = fields
+    message: FrozenDict = freeze_trusted(shaped)
     return message
 
 

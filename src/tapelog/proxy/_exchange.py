@@ -211,17 +211,23 @@ class Exchange:
                 "content": block["content"],
                 "is_error": block["is_error"],
             }
-            return session.append("tool/result", data, surface_op=op)
-        if role == "assistant":
+            etype = "tool/result"
+        elif role == "assistant":
             data = {
                 "turn": self.turn,
                 "step": STEP,
                 "content": content,
                 "source": {**self.source, **_CLIENT_SOURCE},
             }
-            return session.append("assistant/message", data, surface_op=op)
-        data = {"content": content, "source": _CLIENT_SOURCE}
-        return session.append("user/message", data, surface_op=op)
+            etype = "assistant/message"
+        else:
+            data = {"content": content, "source": _CLIENT_SOURCE}
+            if role != "user":  # a developer or system message in the history
+                data["role"] = role
+            etype = "user/message"
+        if "fields" in message:
+            data["fields"] = message["fields"]
+        return session.append(etype, data, surface_op=op)
 
     def abandon(self, error: dict[str, Any]) -> None:
         """End a turn that failed before its ``step/start`` (nothing was sent)."""
