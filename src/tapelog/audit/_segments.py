@@ -27,6 +27,7 @@ from tapelog.cache._api import (
     chain_segments,
     openai_message_source,
     openai_sources,
+    prefix_root,
     provider_cache,
 )
 from tapelog.llm import LlmRequest
@@ -89,7 +90,7 @@ class SegmentRenderer:
             key: object = ("openai", wire.dialect, wire.send_back_for(config.model), rule)
         else:
             key = ("anthropic", rule)
-        key = (key, config.model)
+        key = (key, config.model, config.extras.get("prompt_cache_key"))
         same = (
             appended_only
             and key == self._key
@@ -121,7 +122,8 @@ class SegmentRenderer:
             sources = openai_sources(body)
         else:
             sources = anthropic_sources({k: v for k, v in body.items() if k != "messages"})
-        self._root = f"{rule}:{header.config.model}"
+        config = header.config
+        self._root = prefix_root(rule, config.model, config.extras.get("prompt_cache_key"))
         self._chain(sources)
         self._head_points = [i for i, s in enumerate(self._segments) if s.breakpoint]
         self._head_len = len(self._segments)

@@ -25,6 +25,7 @@ from tapelog.cache._segments import (
     openai_reply_message,
     openai_reply_sources,
     openai_sources,
+    prefix_root,
 )
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "openai_reply_message",
     "openai_reply_sources",
     "openai_sources",
+    "prefix_root",
     "profile_for",
     "provider_cache",
     "wire_profile_named",

@@ -29,7 +29,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tapelog.cache._api import CacheOutcome, PrefixStore, Rule, Segment, account, chain_segments
+from tapelog.cache._api import (
+    CacheOutcome,
+    PrefixStore,
+    Rule,
+    Segment,
+    account,
+    chain_segments,
+    prefix_root,
+)
 from tapelog.emulator import _openai_wire as openai
 from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Meta, parse_body
 from tapelog.emulator._options import forced_tool
@@ -286,7 +294,8 @@ class Emulator:
         problem = problem or dialect.check(body)
         if problem is not None:
             return fail(400, dialect.error(400, problem, None, request_id, None))
-        prompt = chain_segments(f"{rule}:{body['model']}", dialect.sources(body))
+        root = prefix_root(rule, body["model"], body.get("prompt_cache_key"))
+        prompt = chain_segments(root, dialect.sources(body))
         total = sum(s.tokens for s in prompt)
         if self.context_window is not None and total > self.context_window:
             return fail(400, dialect.overflow(total, self.context_window, request_id))
