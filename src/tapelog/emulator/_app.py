@@ -314,7 +314,9 @@ class Emulator:
         reply = _with_ids(with_output(reply, forced_tool(body)), dialect.tool_id_prefix, number)
         outcome = self._account(rule, prompt, reply)
         usage = dialect.usage(outcome, reply)
-        meta = Meta(number, int(self._clock()), body["model"])
+        n = body.get("n")
+        choices = n if type(n) is int and 1 <= n <= 128 else 1
+        meta = Meta(number, int(self._clock()), body["model"], choices)
         if not stream:
             self._record(request, raw, rule, 200, usage, reply)
             return _json(200, dialect.answer(reply, usage, meta), head)

@@ -50,6 +50,8 @@ class Meta:
     number: int
     created: int
     model: str
+    choices: int = 1
+    """How many choices the request asked for (chat completions ``n``)."""
 
 
 class Dialect(Protocol):
@@ -147,7 +149,9 @@ class _OpenAi:
         return openai.error_frame(status, message, kind)
 
     def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
-        return openai.completion_body(reply, usage, deepseek=self.deepseek, **self._ids(meta))
+        return openai.completion_body(
+            reply, usage, deepseek=self.deepseek, choices=meta.choices, **self._ids(meta)
+        )
 
     def stream(
         self,
@@ -160,7 +164,12 @@ class _OpenAi:
         options = body.get("stream_options")
         include = isinstance(options, Mapping) and options.get("include_usage") is True
         frames = openai.stream_frames(
-            reply, usage, include_usage=include, deepseek=self.deepseek, **self._ids(meta)
+            reply,
+            usage,
+            include_usage=include,
+            deepseek=self.deepseek,
+            choices=meta.choices,
+            **self._ids(meta),
         )
         return frames, usage if include else None
 

@@ -10,7 +10,7 @@ adds ``reasoning_content`` deltas, a ``: keep-alive`` comment first, and its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tapelog.cache._api import (
@@ -24,6 +24,7 @@ from tapelog.emulator._sse import Stream, comment_frame, data_frame, split_even,
 from tapelog.log import encode
 
 __all__ = [
+    "alternative",
     "completion_body",
     "error_body",
     "error_frame",
@@ -133,9 +134,18 @@ class _Envelope:
             out["usage"] = usage
         return out
 
-    def delta(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    def delta(self, delta: dict[str, Any], finish: str | None = None, index: int = 0) -> bytes:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
         return data_frame(self.chunk([choice]))
+
+
+def alternative(reply: Reply, index: int) -> Reply:
+    """Choice ``index`` of an ``n`` > 1 answer: choice 0 is the reply itself,
+    each other one the same reply with `` (choice k)`` after its text, so a
+    client (and a test) can tell which one it kept."""
+    if index == 0:
+        return reply
+    return replace(reply, text=f"{reply.text} (choice {index + 1})".lstrip())
 
 
 def stream_frames(
@@ -147,13 +157,27 @@ def stream_frames(
     model: str,
     include_usage: bool,
     deepseek: bool,
+    choices: int = 1,
 ) -> Stream:
+    """The frames of a streamed answer: each choice's deltas in turn (choice 0
+    first), then the usage frame and ``[DONE]``."""
     env = _Envelope(id, created, model, include_usage)
     opening = [comment_frame("keep-alive")] if deepseek else []
-    body = [env.delta({"role": "assistant", "content": ""})]
+    body: list[bytes] = []
+    for number in range(choices):
+        body.extend(_choice_frames(env, alternative(reply, number), number, deepseek))
+    closing = [data_frame(env.chunk([], usage))] if include_usage else []
+    closing.append(data_frame("[DONE]"))
+    return Stream(opening, body, closing, opening=1)
+
+
+def _choice_frames(env: _Envelope, reply: Reply, number: int, deepseek: bool) -> list[bytes]:
+    body = [env.delta({"role": "assistant", "content": ""}, index=number)]
     if deepseek:
-        body.extend(env.delta({"reasoning_content": p}) for p in split_every(reply.reasoning))
-    body.extend(env.delta({"content": p}) for p in split_every(reply.text))
+        body.extend(
+            env.delta({"reasoning_content": p}, index=number) for p in split_every(reply.reasoning)
+        )
+    body.extend(env.delta({"content": p}, index=number) for p in split_every(reply.text))
     for index, call in enumerate(reply.tool_calls):
         first = {
             "index": index,
@@ -161,32 +185,40 @@ def stream_frames(
             "type": "function",
             "function": {"name": call.name, "arguments": ""},
         }
-        body.append(env.delta({"tool_calls": [first]}))
+        body.append(env.delta({"tool_calls": [first]}, index=number))
         for piece in split_even(call.arguments):
             fragment = {"index": index, "function": {"arguments": piece}}
-            body.append(env.delta({"tool_calls": [fragment]}))
-    body.append(env.delta({}, reply.finish_reason))
-    closing = [data_frame(env.chunk([], usage))] if include_usage else []
-    closing.append(data_frame("[DONE]"))
-    return Stream(opening, body, closing, opening=1)
+            body.append(env.delta({"tool_calls": [fragment]}, index=number))
+    body.append(env.delta({}, reply.finish_reason, index=number))
+    return body
 
 
 def completion_body(
-    reply: Reply, usage: dict[str, Any], *, id: str, created: int, model: str, deepseek: bool
+    reply: Reply,
+    usage: dict[str, Any],
+    *,
+    id: str,
+    created: int,
+    model: str,
+    deepseek: bool,
+    choices: int = 1,
 ) -> bytes:
-    choice = {
-        "index": 0,
-        "message": message_of(reply, reasoning=deepseek),
-        "logprobs": None,
-        "finish_reason": reply.finish_reason,
-    }
+    shaped = [
+        {
+            "index": number,
+            "message": message_of(alternative(reply, number), reasoning=deepseek),
+            "logprobs": None,
+            "finish_reason": reply.finish_reason,
+        }
+        for number in range(choices)
+    ]
     return encode(
         {
             "id": id,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [choice],
+            "choices": shaped,
             "usage": usage,
         }
     )

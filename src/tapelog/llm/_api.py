@@ -4,7 +4,7 @@ checkers, the proxy and the CLI share (internal: docs/architecture.md).
 
 from tapelog.llm._anthropic_stream import AnthropicStreamParser
 from tapelog.llm._anthropic_wire import AnthropicWire
-from tapelog.llm._assemble import assemble_message
+from tapelog.llm._assemble import assemble_alternatives, assemble_message
 from tapelog.llm._clients import ANTHROPIC_VERSION
 from tapelog.llm._http import resolve_api_key
 from tapelog.llm._in_process import register_in_process_transport
@@ -31,6 +31,7 @@ __all__ = [
     "OpenAIWire",
     "SecretGuard",
     "WireFormat",
+    "assemble_alternatives",
     "assemble_message",
     "client_wire",
     "complete_config",

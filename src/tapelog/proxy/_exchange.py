@@ -12,7 +12,9 @@ it, numbered 1 (as the loop numbers its first step)::
     step/start                     <- the reconstruction boundary
     request/header | request/header-delta   (HeaderRecorder, only on change)
     assistant/chunk ...            (every piece the upstream streamed)
-    assistant/message              (assembled; empty and interrupted on failure)
+    assistant/message              (assembled; empty and interrupted on failure;
+                                    the other choices of an n > 1 request as
+                                    ``alternatives``)
     tool/call ...                  (one per call of the answer, in the model's order)
     step/end
     turn/end {"kind": completed | tool_calls | max_tokens | error | aborted}
@@ -36,7 +38,7 @@ from typing import Any
 
 from tapelog._errors import ProxyError
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import BodyCache, WireFormat, assemble_message
+from tapelog.llm._api import BodyCache, WireFormat, assemble_alternatives, assemble_message
 from tapelog.log._api import EpochHeader, Event, FrozenDict, History
 from tapelog.proxy._sessions import SessionState
 from tapelog.request import build_request
@@ -274,6 +276,9 @@ class Exchange:
             data["usage"] = assembled.usage
         if not ok:
             data["interrupted"] = True
+        alternatives = assemble_alternatives(self.chunks)
+        if alternatives:  # the other choices of an n > 1 request
+            data["alternatives"] = alternatives
         self.message = session.append("assistant/message", data, surface_op="append")
         calls = self._log_calls(data["content"])
         step: dict[str, Any] = {"turn": self.turn, "step": STEP}

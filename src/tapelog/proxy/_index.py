@@ -14,9 +14,10 @@ and decides, in this order:
    request is a **fork** of one of them at that point, so two requests in
    flight never share a session;
 2. **edit**: the request holds, at the same position, the last answer of a
-   session that ended with an assistant message: the conversation continues,
-   but the client changed something before it (a rewritten message, an
-   injected timestamp). The changes become a logged replace;
+   session that ended with an assistant message (or one of that answer's
+   other choices, ``n`` > 1): the conversation continues, but the client
+   changed something before it (a rewritten message, an injected timestamp,
+   the choice it kept). The changes become a logged replace;
 3. **fork**: the longest prefix of the request that is an earlier point of a
    session (a regenerated answer, a branch): a new session seeded with the
    log up to that point's ``turn/end``;
@@ -59,7 +60,7 @@ class SessionIndex:
 
     def __init__(self) -> None:
         self._points: dict[bytes, dict[str, Point]] = {}
-        self._ends: dict[str, tuple[Point, bytes | None]] = {}  # end and its anchor key
+        self._ends: dict[str, tuple[Point, tuple[bytes, ...]]] = {}  # end and its anchor keys
         self._anchors: dict[tuple[bytes, int], dict[str, None]] = {}
         self._digests: dict[str, list[bytes]] = {}  # what to forget with a session
         self._active: dict[str, int] = {}
@@ -74,29 +75,38 @@ class SessionIndex:
         return found[0] if found is not None else None
 
     def record(
-        self, session_id: str, chain: Sequence[bytes], seq: int, *, anchor: bytes | None
+        self,
+        session_id: str,
+        chain: Sequence[bytes],
+        seq: int,
+        *,
+        anchor: bytes | None,
+        alternatives: Sequence[bytes] = (),
     ) -> None:
         """A turn of ``session_id`` ended at ``seq`` with the history ``chain``
         names; ``anchor`` is the loose key of its last message when that is an
-        assistant message (what an edited continuation still holds)."""
+        assistant message (what an edited continuation still holds), and
+        ``alternatives`` the keys of that answer's other choices (``n`` > 1)."""
         self._tick += 1
         self._active[session_id] = self._tick
-        old = self._ends.pop(session_id, None)
-        if old is not None and old[1] is not None:
-            holders = self._anchors.get((old[1], old[0].length))
+        old_point, old_keys = self._ends.pop(session_id, (None, ()))
+        for key in old_keys:
+            assert old_point is not None
+            holders = self._anchors.get((key, old_point.length))
             if holders is not None:
                 holders.pop(session_id, None)
                 if not holders:
-                    del self._anchors[(old[1], old[0].length)]
+                    del self._anchors[(key, old_point.length)]
         if not chain:
             return
         point = Point(session_id, len(chain), seq)
         digest = chain[-1]
         self._points.setdefault(digest, {})[session_id] = point
         self._digests.setdefault(session_id, []).append(digest)
-        self._ends[session_id] = (point, anchor)
-        if anchor is not None:
-            self._anchors.setdefault((anchor, point.length), {})[session_id] = None
+        anchors = (anchor, *alternatives) if anchor is not None else ()
+        self._ends[session_id] = (point, anchors)
+        for key in anchors:
+            self._anchors.setdefault((key, point.length), {})[session_id] = None
 
     def forget(self, session_id: str) -> None:
         """Drop every point of ``session_id`` (a session that can no longer be written)."""

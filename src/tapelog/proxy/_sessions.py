@@ -35,7 +35,7 @@ from tapelog.log._api import (
     repair_interrupted,
 )
 from tapelog.proxy._index import Point, SessionIndex
-from tapelog.proxy._keys import SurfaceChain
+from tapelog.proxy._keys import SurfaceChain, loose_key
 from tapelog.store import SessionStore, SessionWriter
 
 __all__ = ["PROXY_PREFIX", "SessionState", "Sessions"]
@@ -228,10 +228,12 @@ class Sessions:
             return
         history = state.session.history()
         chain = state.chain.update(history)
-        anchor = None
+        anchor: bytes | None = None
+        others: tuple[bytes, ...] = ()
         if len(history) and history[len(history) - 1][1]["role"] == "assistant":
             anchor = state.chain.key_at(history, len(history) - 1)
-        self.index.record(state.id, chain, end.seq, anchor=anchor)
+            others = _alternatives(state.session.event(history[len(history) - 1][0]))
+        self.index.record(state.id, chain, end.seq, anchor=anchor, alternatives=others)
 
     def scan(self, limit: int) -> int:
         """Record the points of the newest ``limit`` proxy sessions of the store
@@ -254,15 +256,23 @@ class Sessions:
     def _points_of(self, session_id: str, events: Iterable[Event]) -> None:
         fold = LogFold()
         chain = SurfaceChain()
+        answers: dict[int, Event] = {}
         for event in events:
             fold.apply(event)
+            if event.type == "assistant/message":
+                answers[event.seq] = event
             if event.type in _POINTS:
                 history = fold.history()
                 digests = chain.update(history)
-                anchor = None
+                anchor: bytes | None = None
+                others: tuple[bytes, ...] = ()
                 if len(history) and history[len(history) - 1][1]["role"] == "assistant":
                     anchor = chain.key_at(history, len(history) - 1)
-                self.index.record(session_id, digests, event.seq, anchor=anchor)
+                    last = answers.get(history[len(history) - 1][0])
+                    others = _alternatives(last) if last is not None else ()
+                self.index.record(
+                    session_id, digests, event.seq, anchor=anchor, alternatives=others
+                )
 
     def close(self) -> None:
         """Close every open session's writer (flushing what is buffered)."""
@@ -272,3 +282,13 @@ class Sessions:
                 state.writer.close()
             except Exception as exc:
                 _log.warning("closing session %s failed: %s", state.id, exc)
+
+
+def _alternatives(answer: Event) -> tuple[bytes, ...]:
+    """The loose keys of an answer's other choices (``n`` > 1): a request that
+    holds one of them in the answer's place continues the session."""
+    return tuple(
+        loose_key({"role": "assistant", "content": a["content"]})
+        for a in answer.data.get("alternatives", ())
+        if a["content"]
+    )
