@@ -55,13 +55,18 @@ from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
 from tapelog.store import SessionStore
 from tapelog.store._api import validate_session_id
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_HEADER", "Proxy"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_ANSWER_HEADER", "SESSION_HEADER", "Proxy"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """The largest client body the proxy reads (64 MiB); a larger one is a 413."""
 
 SESSION_HEADER: Final = "x-tapelog-session"
 """The request header that names the session explicitly (never forwarded)."""
+
+SESSION_ANSWER_HEADER: Final = "X-Tapelog-Session"
+"""The answer header naming the session a request was logged in: on every
+answer (streamed or not, upstream errors and the proxy's own too) once the
+request has a session, so a client can find its log."""
 
 _ROUTES: Final[dict[str, Family]] = {
     "/v1/chat/completions": "openai",
@@ -175,12 +180,21 @@ class Proxy:
         if self.on_request is not None:
             self.on_request(summary)
 
-    def _refuse(self, family: Family, exc: ProxyError, session: str | None = None) -> Response:
+    def _refuse(
+        self, family: Family, exc: ProxyError, session: str | None = None, *, named: bool = False
+    ) -> Response:
+        """The error answer to a request refused before it was sent; ``named``:
+        ``session`` is the request's session, named in the answer's header."""
         self._report(
             RequestSummary(session_id=session, turn=None, status=exc.status, error=str(exc))
         )
         body = error_body(family, exc.status, str(exc), exc.kind)
-        return Response(body, status_code=exc.status, media_type="application/json")
+        return Response(
+            body,
+            status_code=exc.status,
+            media_type="application/json",
+            headers=_named(session if named else None),
+        )
 
     async def _read(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -253,7 +267,7 @@ class Proxy:
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
-            return self._refuse(family, ProxyError(str(exc), status=409), explicit)
+            return self._refuse(family, ProxyError(str(exc), status=409), explicit, named=True)
         except ProxyError as exc:
             return self._refuse(family, exc, explicit)
         except TapelogError as exc:  # the store: a damaged or unreadable session, ...
@@ -267,7 +281,7 @@ class Proxy:
         except TapelogError as exc:
             assigned.state.lock.release()
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
-            return self._refuse(family, error, assigned.state.id)
+            return self._refuse(family, error, assigned.state.id, named=True)
         except BaseException:
             assigned.state.lock.release()
             raise
@@ -330,7 +344,8 @@ class Proxy:
                 exchange.abandon(error_of(exc, self.upstream.provider))
             await self._done(exchange, True, status=500)
             message = error_of(exc, self.upstream.provider)["message"]
-            return self._fail(parsed.family, 500, f"the proxy could not log the request: {message}")
+            text = f"the proxy could not log the request: {message}"
+            return self._fail(parsed.family, 500, text, state.id)
         headers = upstream_headers(request.headers, self.upstream.family)
         try:
             response = await self.http.send(
@@ -341,7 +356,7 @@ class Proxy:
             exchange.finish(error=error_of(exc, self.upstream.provider))
             await self._done(exchange, False, status=502)
             message = error_of(exc, self.upstream.provider)["message"]
-            return self._fail(parsed.family, 502, message)
+            return self._fail(parsed.family, 502, message, state.id)
         if not 200 <= response.status_code < 300:
             text = await response.aread()
             await response.aclose()
@@ -352,9 +367,8 @@ class Proxy:
             }
             exchange.finish(error=error)
             await self._done(exchange, False, status=response.status_code)
-            return Response(
-                text, status_code=response.status_code, headers=passed_headers(response.headers)
-            )
+            head = {**passed_headers(response.headers), **_named(state.id)}
+            return Response(text, status_code=response.status_code, headers=head)
         answer = None
         if not parsed.stream:
             answer = AnthropicAnswer() if parsed.family == "anthropic" else OpenAIAnswer()
@@ -367,22 +381,27 @@ class Proxy:
             done=self._done,
         )
         if parsed.stream:
-            return RelayResponse(
-                relay, status_code=response.status_code, headers=passed_headers(response.headers)
-            )
+            head = {**passed_headers(response.headers), **_named(state.id)}
+            return RelayResponse(relay, status_code=response.status_code, headers=head)
         async for _ in relay.pieces():
             pass
         if relay.error is not None or answer is None:
             message = relay.error["message"] if relay.error else "no answer"
-            return self._fail(parsed.family, 502, f"{self.upstream.provider}: {message}")
+            text = f"{self.upstream.provider}: {message}"
+            return self._fail(parsed.family, 502, text, state.id)
         head = {
             k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
         }
+        head.update(_named(state.id))
         return Response(answer.body(), media_type="application/json", headers=head)
 
-    def _fail(self, family: Family, status: int, message: str) -> Response:
+    def _fail(
+        self, family: Family, status: int, message: str, session: str | None = None
+    ) -> Response:
         body = error_body(family, status, message)
-        return Response(body, status_code=status, media_type="application/json")
+        return Response(
+            body, status_code=status, media_type="application/json", headers=_named(session)
+        )
 
     def _changes(
         self, assigned: _Assigned, plan: Plan, messages: Messages, offset: int
@@ -432,6 +451,11 @@ class Proxy:
             changes=tuple(changes),
             error=error,
         )
+
+
+def _named(session: str | None) -> dict[str, str]:
+    """The answer header that names the request's session (none before it has one)."""
+    return {SESSION_ANSWER_HEADER: session} if session is not None else {}
 
 
 def _excerpt(data: bytes) -> str:
