@@ -22,9 +22,7 @@ async def test_answers_streamed_or_not_and_errors_name_their_session(tmp_path: P
     named = [r.headers.get("x-tapelog-session") for r in (plain, streamed, failed)]
     assert all(name in sessions for name in named), (named, sorted(sessions))
     # Each answer names the session that logged it: three turns, wherever they went.
-    turns = sum(
-        sum(e.type == "turn/start" for e in sessions[name].events) for name in set(named)
-    )
+    turns = sum(sum(e.type == "turn/start" for e in sessions[name].events) for name in set(named))
     assert turns == 3
     assert "x-tapelog-session" not in refused.headers  # refused before any session
 

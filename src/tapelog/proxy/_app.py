@@ -344,8 +344,8 @@ class Proxy:
                 exchange.abandon(error_of(exc, self.upstream.provider))
             await self._done(exchange, True, status=500)
             message = error_of(exc, self.upstream.provider)["message"]
-            text = f"the proxy could not log the request: {message}"
-            return self._fail(parsed.family, 500, text, state.id)
+            said = f"the proxy could not log the request: {message}"
+            return self._fail(parsed.family, 500, said, state.id)
         headers = upstream_headers(request.headers, self.upstream.family)
         try:
             response = await self.http.send(
@@ -387,8 +387,8 @@ class Proxy:
             pass
         if relay.error is not None or answer is None:
             message = relay.error["message"] if relay.error else "no answer"
-            text = f"{self.upstream.provider}: {message}"
-            return self._fail(parsed.family, 502, text, state.id)
+            said = f"{self.upstream.provider}: {message}"
+            return self._fail(parsed.family, 502, said, state.id)
         head = {
             k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
         }
