@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import replace
 from typing import Any, Final
 
 import httpx
@@ -38,6 +39,7 @@ from tapelog._errors import (
     SessionLockedError,
     TapelogError,
 )
+from tapelog.audit._api import CacheWatch
 from tapelog.checker._api import check_enabled
 from tapelog.llm._api import usage_prompt_tokens, wire_for
 from tapelog.log import decode, secret_scope
@@ -92,7 +94,10 @@ class Proxy:
     ``TAPELOG_CHECK`` is off); ``on_request`` gets a :class:`RequestSummary`
     per request; ``scan_limit`` is how many stored proxy sessions are indexed
     at start (:meth:`start`); ``check_host`` and ``allowed_origins`` are the
-    ``_guard`` rules (off with ``--allow-remote``; ``--allow-origin``).
+    ``_guard`` rules (off with ``--allow-remote``; ``--allow-origin``);
+    ``watch_cache`` runs the cache audit as each turn ends and puts its line
+    in the summary of a request whose cacheable prefix broke
+    (:attr:`RequestSummary.cache_break`).
     """
 
     def __init__(
@@ -108,6 +113,7 @@ class Proxy:
         max_open: int = 64,
         check_host: bool = True,
         allowed_origins: Iterable[str] = (),
+        watch_cache: bool = False,
     ) -> None:
         self.upstream = upstream
         self.store = store
@@ -123,6 +129,9 @@ class Proxy:
         self._started: asyncio.Task[int] | None = None
         self._explicit = asyncio.Lock()
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
+        self.watch_cache = watch_cache
+        self._watches: dict[str, CacheWatch] = {}
+        self._max_watches = 2 * max_open
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
@@ -423,6 +432,8 @@ class Proxy:
         """
         state = exchange.state
         summary = self._summary(exchange, status)
+        if self.watch_cache:
+            summary = replace(summary, cache_break=self._cache_break(state))
         try:
             self.sessions.note_end(state)
             if aborted:
@@ -433,6 +444,22 @@ class Proxy:
             if state.lock.locked():
                 state.lock.release()
             self._report(summary)
+
+    def _cache_break(self, state: SessionState) -> str | None:
+        """The cache audit's line for the request that just ended, if its
+        prefix broke (the session's lock is held: no step is open)."""
+        watch = self._watches.pop(state.id, None)
+        if watch is None or watch.session is not state.session:
+            watch = CacheWatch(state.session)
+        self._watches[state.id] = watch  # newest last
+        while len(self._watches) > self._max_watches:
+            del self._watches[next(iter(self._watches))]
+        try:
+            breaks = watch.breaks()
+        except Exception as exc:  # the audit must never cost the client its answer
+            self._watches.pop(state.id, None)
+            return f"cache audit of {state.id} failed: {exc}"
+        return breaks[-1].line() if breaks else None
 
     def _summary(self, exchange: Exchange, status: int) -> RequestSummary:
         changes = [*exchange.changes, *header_changes(exchange.before, exchange.header_event)]
