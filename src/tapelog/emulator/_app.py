@@ -40,6 +40,7 @@ from tapelog.cache._api import (
 )
 from tapelog.emulator import _openai_wire as openai
 from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Meta, parse_body
+from tapelog.emulator._openai_wire import diagnose
 from tapelog.emulator._options import forced_tool
 from tapelog.emulator._script import Entry, Fault, Reply, default_reply, parse_entry, with_output
 from tapelog.log import decode, encode
@@ -161,6 +162,7 @@ class Emulator:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         keep_requests: int = DEFAULT_KEEP_REQUESTS,
         keep_bytes: int = DEFAULT_KEEP_BYTES,
+        cache_diagnostics: bool = False,
     ) -> None:
         for name, value in (
             ("max_body_bytes", max_body_bytes),
@@ -176,6 +178,9 @@ class Emulator:
         """How many of the oldest requests :attr:`received` no longer holds."""
         self._kept_bytes = 0
         self.context_window = context_window
+        self.cache_diagnostics = cache_diagnostics
+        """Answer chat completions with ``prompt_cache_diagnostics`` (docs/emulator.md)."""
+        self._compared: dict[Rule, Mapping[str, Any]] = {}  # the last body, per rule
         self.deepseek_unit = deepseek_unit
         self.anthropic_minimum = anthropic_minimum
         self._clock = clock
@@ -316,7 +321,11 @@ class Emulator:
         usage = dialect.usage(outcome, reply)
         n = body.get("n")
         choices = n if type(n) is int and 1 <= n <= 128 else 1
-        meta = Meta(number, int(self._clock()), body["model"], choices)
+        diagnostics = None
+        if self.cache_diagnostics and rule != "anthropic":
+            diagnostics = diagnose(self._compared.get(rule), body, outcome)
+            self._compared[rule] = body
+        meta = Meta(number, int(self._clock()), body["model"], choices, diagnostics)
         if not stream:
             self._record(request, raw, rule, 200, usage, reply)
             return _json(200, dialect.answer(reply, usage, meta), head)

@@ -52,6 +52,8 @@ class Meta:
     model: str
     choices: int = 1
     """How many choices the request asked for (chat completions ``n``)."""
+    diagnostics: Mapping[str, Any] | None = None
+    """The answer's ``prompt_cache_diagnostics`` (chat completions, when asked for)."""
 
 
 class Dialect(Protocol):
@@ -150,7 +152,12 @@ class _OpenAi:
 
     def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
         return openai.completion_body(
-            reply, usage, deepseek=self.deepseek, choices=meta.choices, **self._ids(meta)
+            reply,
+            usage,
+            deepseek=self.deepseek,
+            choices=meta.choices,
+            diagnostics=meta.diagnostics,
+            **self._ids(meta),
         )
 
     def stream(
@@ -169,6 +176,7 @@ class _OpenAi:
             include_usage=include,
             deepseek=self.deepseek,
             choices=meta.choices,
+            diagnostics=meta.diagnostics,
             **self._ids(meta),
         )
         return frames, usage if include else None

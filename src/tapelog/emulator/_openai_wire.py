@@ -10,6 +10,7 @@ adds ``reasoning_content`` deltas, a ``: keep-alive`` comment first, and its
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,6 +27,7 @@ from tapelog.log import encode
 __all__ = [
     "alternative",
     "completion_body",
+    "diagnose",
     "error_body",
     "error_frame",
     "error_object",
@@ -158,6 +160,7 @@ def stream_frames(
     include_usage: bool,
     deepseek: bool,
     choices: int = 1,
+    diagnostics: Mapping[str, Any] | None = None,
 ) -> Stream:
     """The frames of a streamed answer: each choice's deltas in turn (choice 0
     first), then the usage frame and ``[DONE]``."""
@@ -166,7 +169,10 @@ def stream_frames(
     body: list[bytes] = []
     for number in range(choices):
         body.extend(_choice_frames(env, alternative(reply, number), number, deepseek))
-    closing = [data_frame(env.chunk([], usage))] if include_usage else []
+    last = env.chunk([], usage)
+    if diagnostics is not None:
+        last["prompt_cache_diagnostics"] = diagnostics
+    closing = [data_frame(last)] if include_usage else []
     closing.append(data_frame("[DONE]"))
     return Stream(opening, body, closing, opening=1)
 
@@ -202,6 +208,7 @@ def completion_body(
     model: str,
     deepseek: bool,
     choices: int = 1,
+    diagnostics: Mapping[str, Any] | None = None,
 ) -> bytes:
     shaped = [
         {
@@ -212,13 +219,46 @@ def completion_body(
         }
         for number in range(choices)
     ]
-    return encode(
-        {
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "choices": shaped,
-            "usage": usage,
-        }
-    )
+    out = {
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": shaped,
+        "usage": usage,
+    }
+    if diagnostics is not None:
+        out["prompt_cache_diagnostics"] = diagnostics
+    return encode(out)
+
+
+def diagnose(
+    previous: Mapping[str, Any] | None, body: Mapping[str, Any], outcome: CacheOutcome
+) -> dict[str, Any]:
+    """The emulator's ``prompt_cache_diagnostics``: this request compared with
+    the previous one of its cache rule, as a provider compares a request with
+    the response it names (docs/emulator.md): the first of model, tools,
+    messages that diverged (a system or developer message is ``system``), and
+    the prompt tokens the cache did not serve."""
+    if previous is None:
+        return {"type": "comparison_response_not_found"}
+    reason = None
+    if previous.get("model") != body.get("model"):
+        reason = "model_changed"
+    elif encode(previous.get("tools") or []) != encode(body.get("tools") or []):
+        reason = "tools_changed"
+    else:
+        before, after = previous.get("messages") or [], body.get("messages") or []
+        for old, new in zip(before, after, strict=False):
+            if encode(old) != encode(new):
+                roles = (old.get("role"), new.get("role"))
+                system = any(r in ("system", "developer") for r in roles)
+                reason = "system_changed" if system else "messages_changed"
+                break
+        else:
+            if len(after) < len(before):
+                reason = "messages_changed"
+    if reason is None:
+        return {"type": "cache_hit"}
+    missed = outcome.prompt - outcome.read
+    return {"type": "cache_miss", "reason": reason, "cache_missed_tokens": missed}

@@ -37,13 +37,16 @@ _FINISH: Final[Mapping[str, str]] = {
 }
 
 
-def openai_usage(usage: Mapping[str, Any]) -> FrozenDict:
+def openai_usage(
+    usage: Mapping[str, Any], diagnostics: Mapping[str, Any] | None = None
+) -> FrozenDict:
     """Normalise an OpenAI-family usage object to disjoint counts.
 
     OpenAI, vLLM and SGLang report ``prompt_tokens_details.cached_tokens``
     (newer OpenAI models also ``cache_write_tokens``); DeepSeek reports
     ``prompt_cache_hit_tokens`` + ``prompt_cache_miss_tokens`` = ``prompt_tokens``.
     ``reasoning`` is the part of ``output`` spent on reasoning.
+    ``diagnostics``: the answer's ``prompt_cache_diagnostics``, kept as given.
     """
     prompt = usage_count(usage.get("prompt_tokens"))
     details = usage.get("prompt_tokens_details")
@@ -70,6 +73,7 @@ def openai_usage(usage: Mapping[str, Any]) -> FrozenDict:
         output=usage_count(usage.get("completion_tokens")),
         reasoning=usage_count(completion.get("reasoning_tokens")),
         raw=usage,
+        cache_diagnostics=diagnostics,
     )
 
 
@@ -128,7 +132,11 @@ class OpenAIStreamParser:
                 _alternative(choice, number, out)
         usage = frame.get("usage")
         if isinstance(usage, dict):
-            out.append({"kind": "usage", "usage": openai_usage(usage)})
+            # The provider's own cache verdict, on the frame that carries usage
+            # (OpenAI's prompt_cache_diagnostics shape; docs/providers.md).
+            found = frame.get("prompt_cache_diagnostics")
+            diagnostics = found if isinstance(found, Mapping) else None
+            out.append({"kind": "usage", "usage": openai_usage(usage, diagnostics)})
         return [freeze(chunk) for chunk in out]
 
     def _choice(self, choice: Mapping[str, Any], out: list[dict[str, Any]]) -> None:

@@ -125,6 +125,7 @@ class OpenAIAnswer:
         self._head: dict[str, Any] = {}
         self._choices: dict[int, _Choice] = {}
         self._usage: Any = None
+        self._diagnostics: Any = None
 
     def feed(self, event: ServerSentEvent) -> None:
         frame = _frame(event)
@@ -135,6 +136,8 @@ class OpenAIAnswer:
                 self._head.setdefault(key, frame[key])
         if frame.get("usage") is not None:
             self._usage = frame["usage"]
+        if frame.get("prompt_cache_diagnostics") is not None:
+            self._diagnostics = frame["prompt_cache_diagnostics"]
         for choice in frame.get("choices") or ():
             if isinstance(choice, dict):
                 number = choice.get("index", 0)
@@ -164,6 +167,8 @@ class OpenAIAnswer:
                 out[key] = head[key]
         if self._usage is not None:
             out["usage"] = self._usage
+        if self._diagnostics is not None:
+            out["prompt_cache_diagnostics"] = self._diagnostics
         return encode_trusted(out)
 
 
