@@ -1,22 +1,30 @@
 """An OpenAI chat completions request body -> the log's terms, and its normal form.
 
-``messages[0]`` with role ``system`` is the system prompt (one string, or one
-text part); the other messages map one to one to neutral messages:
+``messages[0]`` is the system prompt when it is a ``system`` message of one
+text (a string or one text part) and nothing else; every other message maps
+one to one to a neutral message:
 
-* ``user``: a string or text / ``image_url`` parts (a ``data:`` URL becomes a
-  base64 image block; any other URL is kept as the block's ``url``);
+* ``user``, and ``developer`` / ``system`` anywhere (their role kept): a
+  string or parts. A text part is a text block, an ``image_url`` part with
+  only a URL an image block (a ``data:`` URL becomes base64 data); any other
+  part, and one text part sent as a list, is an ``openai_part`` block that
+  keeps it as given;
 * ``assistant``: ``reasoning_content`` (a reasoning block; an empty one on a
   message with tool calls is no block, which is how the OpenAI wire writes a
-  tool-call turn without reasoning), the text, then the tool calls with their
+  tool-call turn without reasoning), the text (content sent as a list of
+  parts: each an ``openai_part``), then the tool calls with their
   ``arguments`` string as sent;
 * ``tool``: a ``tool_result`` block whose content is the string (or the text
   parts) sent.
 
+Members of a message these do not name (``name``, ``refusal``, ...) are its
+``fields``, in the client's order, and so is the client's spelling of an
+empty ``content`` where the wire would spell it otherwise (docs/format.md).
 Standard fields become ``LlmCallConfig`` fields (``max_tokens`` and
 ``max_completion_tokens`` are one field, sent in the spelling of the upstream's
 dialect; a ``stop`` string is a one-item list); ``stream`` and
 ``stream_options`` are the proxy's own (the upstream always streams, with
-usage); every other field goes to ``config.extras`` as given.
+usage); every other field (``n`` included) goes to ``config.extras`` as given.
 """
 
 from __future__ import annotations
