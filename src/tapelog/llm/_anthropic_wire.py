@@ -337,6 +337,11 @@ def _tail_breakpoints(groups: Sequence[Group], base: int, assistant: int) -> set
 
 
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    if "openai_tool" in tool:
+        raise HeaderError(
+            f"tool {tool['name']!r} is a chat completions tool kept as given (openai_tool); "
+            "the anthropic wire cannot send it, an OpenAI wire can"
+        )
     # Schema key order is the user's: a provider caches rendered tokens.
     out: dict[str, Any] = {"name": tool["name"]}
     if "description" in tool:

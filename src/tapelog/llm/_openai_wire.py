@@ -209,7 +209,9 @@ def _separated(pieces: list[bytes]) -> list[bytes]:
     return out
 
 
-def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+def _tool(tool: Mapping[str, Any]) -> Any:
+    if "openai_tool" in tool:  # a tool the log keeps as the client sent it
+        return tool["openai_tool"]
     # Schema key order is the user's: a provider caches rendered tokens.
     function: dict[str, Any] = {"name": tool["name"]}
     for key, value in tool.items():
@@ -260,11 +262,15 @@ def _standard(wire: str, message: Mapping[str, Any], rule: str, where: str) -> d
         return _assistant(wire, content, rule, where)
     if role == "tool":
         block = content[0]
-        return {
-            "role": "tool",
-            "tool_call_id": block["tool_call_id"],
-            "content": tool_result_text(block, wire, f"{where}.content[0]"),
-        }
+        result = block["content"]
+        if isinstance(result, list) and any(p["type"] == "openai_part" for p in result):
+            # Parts the client sent go back as those parts.
+            text: Any = _user_content(wire, result, f"{where}.content[0]", "tool")
+            if isinstance(text, str):
+                text = [{"type": "text", "text": text}]
+        else:
+            text = tool_result_text(block, wire, f"{where}.content[0]")
+        return {"role": "tool", "tool_call_id": block["tool_call_id"], "content": text}
     raise refuse_block(wire, str(role), {"type": "message"}, where)
 
 

@@ -56,6 +56,7 @@ _MAPPED: Final = frozenset(
 )
 _DATA_URL: Final = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 _TEXT_KEYS: Final = {"type": "", "text": ""}.keys()
+_FUNCTION_KEYS: Final = {"type": "", "function": ""}.keys()
 _IMAGE_KEYS: Final = {"type": "", "image_url": ""}.keys()
 _URL_KEYS: Final = {"url": ""}.keys()
 _NO_SPELLING: Final = object()
@@ -90,14 +91,23 @@ def _leading_system(messages: list[Any]) -> bool:
 
 
 def _tool(tool: Any, where: str) -> FrozenDict:
-    if not isinstance(tool, Mapping) or tool.get("type") != "function":
-        kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
-        raise _refuse(f"{where}: only function tools can be represented in the log, not {kind!r}")
-    function = tool.get("function")
-    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise _refuse(f"{where}.function must be an object with a string name")
-    schema = {"name": function["name"]}
-    schema.update((k, v) for k, v in function.items() if k != "name" and v is not None)
+    """A header tool: a function tool as its schema (``name`` first, then the
+    function's other members), any other tool (``custom``, a function tool
+    with more members, a type tapelog does not know) as ``openai_tool``, the
+    tool as given, under the name it has."""
+    if not isinstance(tool, Mapping):
+        raise _refuse(f"{where} must be an object, not {type(tool).__name__}")
+    kind = tool.get("type")
+    inner = tool.get(kind) if isinstance(kind, str) else None
+    name = inner.get("name") if isinstance(inner, Mapping) else tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise _refuse(f"{where} must name the tool (a string {kind}.name)")
+    if kind != "function" or tool.keys() != _FUNCTION_KEYS:
+        frozen_tool: FrozenDict = freeze({"name": name, "openai_tool": tool}, path=where)
+        return frozen_tool
+    assert isinstance(inner, Mapping)
+    schema = {"name": name}
+    schema.update((k, v) for k, v in inner.items() if k != "name" and v is not None)
     frozen: FrozenDict = freeze(schema, path=where)
     return frozen
 
@@ -309,7 +319,11 @@ def _neutral(message: Mapping[str, Any], where: str) -> dict[str, Any]:
         if not isinstance(call_id, str):
             raise _refuse(f"{where}.tool_call_id must be a string")
         content = message.get("content")
-        result = content if isinstance(content, str) else _user_blocks(content, where)
+        result: Any = content
+        if isinstance(content, list):  # parts go back as those parts
+            result = [{"type": "openai_part", "part": p} for p in content]
+        elif not isinstance(content, str):
+            raise _refuse(f"{where}.content must be a string or a list of parts")
         block = {"type": "tool_result", "tool_call_id": call_id, "content": result}
         out = {"role": "tool", "content": [{**block, "is_error": False}]}
     else:  # user, and developer / system anywhere in the history
