@@ -14,8 +14,11 @@ one to one to a neutral message:
   tool-call turn without reasoning), the text (content sent as a list of
   parts: each an ``openai_part``), then the tool calls with their
   ``arguments`` string as sent;
-* ``tool``: a ``tool_result`` block whose content is the string (or the text
-  parts) sent.
+* ``tool``: a ``tool_result`` block whose content is the string sent, or its
+  parts, each an ``openai_part``.
+
+A function tool is a header tool schema (its name, then the function's
+other members); any other tool is kept whole as ``openai_tool``.
 
 Members of a message these do not name (``name``, ``refusal``, ...) are its
 ``fields``, in the client's order, and so is the client's spelling of an
