@@ -157,7 +157,8 @@ def parse_openai(body: Mapping[str, Any]) -> ClientRequest:
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise _refuse("tools must be a list")
-    extras = {k: v for k, v in body.items() if k not in _MAPPED and k not in _OWN and v is not None}
+    # Every other field as given, ``null`` ones too: the upstream gets them as sent.
+    extras = {k: v for k, v in body.items() if k not in _MAPPED and k not in _OWN}
     return ClientRequest(
         family="openai",
         model=model,

@@ -43,12 +43,13 @@ FIELDS: list[tuple[str, Any]] = [
     ("tool_choice", "none"),
     ("web_search_options", {"search_context_size": "low"}),
     ("x_vendor_option", [1, {"z": 1, "a": 2}]),
+    ("a null field", None),
 ]
 
 
 @pytest.mark.parametrize(("name", "value"), FIELDS, ids=[n for n, _ in FIELDS])
 async def test_a_top_level_field_is_carried_as_sent(tmp_path: Path, name: str, value: Any) -> None:
-    body = {"model": MODEL, "messages": HELLO, name: value}
+    body = {"model": MODEL, "messages": HELLO, name.replace(" ", "_"): value}
     await carry(tmp_path, [body])
 
 
