@@ -29,6 +29,7 @@ __all__ = [
     "OpenAIDialect",
     "OpenAIWire",
     "ReasoningSendBack",
+    "TokenField",
     "empty_content",
     "no_text",
 ]
@@ -50,7 +51,10 @@ MODEL_REASONING_SEND_BACK: Final[Mapping[tuple[str, str], ReasoningSendBack]] = 
 )
 """The models whose rule differs from their dialect's, as the profiles say (empty today)."""
 
-_TOKEN_FIELD: Final[Mapping[str, str]] = {
+TokenField = Literal["max_tokens", "max_completion_tokens"]
+"""The two spellings of the token limit (``config.wire.token_field``)."""
+
+_TOKEN_FIELD: Final[Mapping[str, TokenField]] = {
     "openai": "max_completion_tokens",
     "deepseek": "max_tokens",
     "compatible": "max_tokens",
@@ -84,6 +88,8 @@ _MESSAGES = object()  # placeholder for the messages array in the field list
 class OpenAIWire:
     """The OpenAI-compatible chat completions body, for one dialect.
 
+    ``token_field`` overrides the spelling of the token limit (a proxied client
+    that spells it the other way is carried as it spelled it);
     ``send_back`` overrides the reasoning send-back rule for every model;
     ``None`` uses the dialect's wire profile (``tapelog.cache.WIRE_PROFILES``,
     shown as :data:`MODEL_REASONING_SEND_BACK` and
@@ -92,12 +98,20 @@ class OpenAIWire:
 
     dialect: OpenAIDialect = "openai"
     send_back: ReasoningSendBack | None = None
+    token_field: TokenField | None = None
+    """How the token limit is spelled (``config.wire.token_field``); ``None``:
+    the dialect's (``max_completion_tokens`` for ``openai``, else ``max_tokens``)."""
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
         if self.dialect not in _TOKEN_FIELD:
             raise ValueError(f"unknown OpenAI dialect {self.dialect!r}")
         object.__setattr__(self, "name", self.dialect)
+
+    @property
+    def token_field_name(self) -> TokenField:
+        """The member that carries ``config.max_tokens`` on this wire."""
+        return self.token_field or _TOKEN_FIELD[self.dialect]
 
     def send_back_for(self, model: str) -> ReasoningSendBack:
         """The reasoning send-back rule in force for ``model``: the override, else
@@ -115,7 +129,7 @@ class OpenAIWire:
         if request.header.tools:
             fields.append(("tools", [_tool(t) for t in request.header.tools]))
         if config.max_tokens is not None:
-            fields.append((_TOKEN_FIELD[self.dialect], config.max_tokens))
+            fields.append((self.token_field_name, config.max_tokens))
         for key in ("temperature", "top_p", "seed"):
             value = getattr(config, key)
             if value is not None:

@@ -19,7 +19,7 @@ from tapelog._errors import ClientMismatchError, HeaderError, ProviderError
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
 from tapelog.llm._in_process import in_process_transport
-from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack
+from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack, TokenField
 from tapelog.llm._provider_registry import (
     complete_config,
     provider_spec,
@@ -41,9 +41,9 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back",),
+    "openai": ("reasoning_send_back", "token_field"),
     "anthropic": (),
-    "local": ("reasoning_send_back",),
+    "local": ("reasoning_send_back", "token_field"),
 }
 """The ``config.wire`` options each wire family reads (docs/providers.md)."""
 
@@ -80,7 +80,17 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire:
     if family == "anthropic":
         return AnthropicWire()
     assert dialect is not None
-    return OpenAIWire(dialect=dialect, send_back=send_back)
+    return OpenAIWire(dialect=dialect, send_back=send_back, token_field=_token_field(config))
+
+
+def _token_field(config: LlmCallConfig) -> TokenField | None:
+    value = wire_options(config).get("token_field")
+    if value is not None and value not in get_args(TokenField):
+        raise HeaderError(
+            f"config.wire.token_field must be one of {', '.join(get_args(TokenField))}, "
+            f"got {value!r}."
+        )
+    return value
 
 
 _BUILT_IN_WIRES: Final = (OpenAIWire, AnthropicWire)

@@ -20,9 +20,8 @@ normal form that keeps everything a provider reads. They may differ only
 where providers parse the same thing: whitespace, the order of object keys
 (not inside tool schemas, tool inputs or response schemas, which are
 compared byte for byte), ``stream`` / ``stream_options`` (the proxy always
-streams from the upstream, with usage), ``max_tokens`` versus
-``max_completion_tokens`` (sent in the upstream dialect's spelling), a
-``stop`` string versus a one-item list, and Anthropic ``cache_control``
+streams from the upstream, with usage), a ``stop`` string versus a one-item
+list, and Anthropic ``cache_control``
 markers. What is refused, with a 400 in the client API's error shape that
 names the field and nothing logged, is malformed input (two token limits
 that differ, a tool call without its result, a value of the wrong type),

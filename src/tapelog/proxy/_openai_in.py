@@ -24,8 +24,8 @@ Members of a message these do not name (``name``, ``refusal``, ...) are its
 ``fields``, in the client's order, and so is the client's spelling of an
 empty ``content`` where the wire would spell it otherwise (docs/format.md).
 Standard fields become ``LlmCallConfig`` fields (``max_tokens`` and
-``max_completion_tokens`` are one field, sent in the spelling of the upstream's
-dialect; a ``stop`` string is a one-item list); ``stream`` and
+``max_completion_tokens`` are one field, its spelling a wire option when it is
+not the upstream dialect's: ``_translate``; a ``stop`` string is a one-item list); ``stream`` and
 ``stream_options`` are the proxy's own (the upstream always streams, with
 usage); every other field (``n`` included) goes to ``config.extras`` as given.
 """

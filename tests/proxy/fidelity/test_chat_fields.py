@@ -75,3 +75,23 @@ async def test_the_same_prompt_cache_key_keeps_the_prefix(tmp_path: Path) -> Non
     first = {"model": MODEL, "messages": HELLO, "prompt_cache_key": "a"}
     run = await carry_two(tmp_path, first, lambda b: b)
     assert run.causes(2) == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "spelling"),
+    [
+        ("openai", "max_tokens"),
+        ("openai", "max_completion_tokens"),
+        ("deepseek", "max_completion_tokens"),
+        ("deepseek", "max_tokens"),
+    ],
+)
+async def test_the_token_limit_is_spelled_as_the_client_spelled_it(
+    tmp_path: Path, provider: str, spelling: str
+) -> None:
+    body = {"model": MODEL, "messages": HELLO, spelling: 64}
+    run = await carry(tmp_path, [body], provider=provider)
+    header = next(e for e in run.session.events if e.type == "request/header")
+    wire = header.data["header"]["config"].get("wire", {})
+    default = "max_completion_tokens" if provider == "openai" else "max_tokens"
+    assert wire.get("token_field") == (None if spelling == default else spelling)
