@@ -76,6 +76,7 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "tool_result": (("tool_call_id", str), ("content", (str, list)), ("is_error", bool)),
     "image": (("media_type", str),),
     "openai_part": (("part", dict),),
+    "item": (("item", dict),),
 }
 
 MESSAGE_ROLES: Final = ("developer", "system")
@@ -103,9 +104,11 @@ def check_blocks(content: Any, where: str) -> None:
             if not isinstance(block[key], kind):
                 raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
         if btype == "reasoning":
-            for key in ("signature", "data"):
+            for key in ("signature", "data", "id", "encrypted_content"):
                 if key in block and not isinstance(block[key], str):
                     raise EventError(f"{at}.{key} must be a string")
+            if "summary" in block and not isinstance(block["summary"], list):
+                raise EventError(f"{at}.summary must be a list (a Responses reasoning summary)")
         elif btype == "tool_result" and isinstance(block["content"], list):
             check_blocks(block["content"], f"{at}.content")
         elif btype == "image" and not isinstance(block.get("data", block.get("url")), str):
@@ -181,6 +184,11 @@ def _message(etype: str, data: Mapping[str, Any]) -> None:
             etype,
             f"data.role must be one of {', '.join(MESSAGE_ROLES)} (absent: user), got {role!r}",
         )
+    key = data.get("idempotency_key")  # a user/message's: how a re-run finds its prompt
+    if "idempotency_key" in data and (
+        etype != "user/message" or not isinstance(key, str) or not key
+    ):
+        raise _fail(etype, "data.idempotency_key must be a non-empty string, on a user/message")
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.cache._api import wire_profile_named
-from tapelog.llm._api import AnthropicWire, OpenAIWire, wire_for
+from tapelog.llm._api import AnthropicWire, OpenAIWire, ResponsesWire, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
@@ -295,6 +295,12 @@ class Translator:
             def piece(message: FrozenDict) -> Any:
                 role, blocks = anthropic.message_blocks(message)
                 return role, [b[1] for b in blocks]
+
+        elif isinstance(wire, ResponsesWire):
+            responses = wire
+
+            def piece(message: FrozenDict) -> Any:
+                return encode_trusted(responses.items(message))
 
         else:
             openai = wire
