@@ -113,6 +113,24 @@ PAYLOAD_CASES: list[tuple[str, Any, type[TapelogError], str]] = [
     ),
     (
         "user/message",
+        _with("user/message", role="assistant"),
+        EventError,
+        "user/message: data.role must be one of developer, system (absent: user), got 'assistant'",
+    ),
+    (
+        "context/message",
+        _with("context/message", role="developer"),
+        EventError,
+        "context/message: data.role must be one of developer, system",
+    ),
+    (
+        "user/message",
+        _with("user/message", fields=["name"]),
+        EventError,
+        "user/message: data.fields must be an object, got a list",
+    ),
+    (
+        "user/message",
         _with("user/message", content=[*text("a"), {"type": "text"}]),
         EventError,
         "user/message: data.content[1].text is required in a text block",

@@ -3,6 +3,7 @@
 """
 
 from tapelog.audit._cache_report import CacheTotals, RequestCache
+from tapelog.audit._cache_watch import CacheWatch
 from tapelog.audit._diff import HeaderDiff
 from tapelog.audit._report_html import (
     ReportParts,
@@ -18,6 +19,7 @@ from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
     "CacheTotals",
+    "CacheWatch",
     "HeaderDiff",
     "ReportLinks",
     "ReportParts",

@@ -25,6 +25,7 @@ from tapelog.cache._segments import (
     openai_reply_message,
     openai_reply_sources,
     openai_sources,
+    prefix_root,
     responses_item_source,
     responses_sources,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "openai_reply_message",
     "openai_reply_sources",
     "openai_sources",
+    "prefix_root",
     "profile_for",
     "provider_cache",
     "responses_item_source",

@@ -38,6 +38,7 @@ __all__ = [
     "openai_message_source",
     "openai_reply_sources",
     "openai_sources",
+    "prefix_root",
     "responses_item_source",
     "responses_scope_source",
     "responses_sources",
@@ -46,6 +47,17 @@ __all__ = [
 # Values under these keys are copied verbatim by a chat template: key order inside
 # a tool schema or a tool input is part of the rendered tokens.
 _OPAQUE = frozenset({"parameters", "input_schema", "input"})
+
+
+def prefix_root(rule: str, model: str, cache_key: Any = None) -> str:
+    """The root every prefix key of a request chains from: the cache rule and
+    the model, and, under OpenAI's rule, the request's ``prompt_cache_key``
+    (OpenAI routes a request by its key with its prefix: a prefix cached under
+    one key is not read under another, docs/providers.md)."""
+    root = f"{rule}:{model}"
+    if rule == "openai" and isinstance(cache_key, str):
+        root += f":{cache_key}"
+    return root
 
 
 def estimate_bytes(data: bytes) -> int:

@@ -29,7 +29,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tapelog.cache._api import CacheOutcome, PrefixStore, Rule, Segment, account, chain_segments
+from tapelog.cache._api import (
+    CacheOutcome,
+    PrefixStore,
+    Rule,
+    Segment,
+    account,
+    chain_segments,
+    prefix_root,
+)
 from tapelog.emulator import _openai_wire as openai
 from tapelog.emulator._dialects import (
     ANTHROPIC,
@@ -40,6 +48,7 @@ from tapelog.emulator._dialects import (
     Rejection,
     parse_body,
 )
+from tapelog.emulator._openai_wire import diagnose
 from tapelog.emulator._options import forced_tool
 from tapelog.emulator._responses_dialect import ResponsesDialect
 from tapelog.emulator._responses_input import ResponseMemory
@@ -168,6 +177,7 @@ class Emulator:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         keep_requests: int = DEFAULT_KEEP_REQUESTS,
         keep_bytes: int = DEFAULT_KEEP_BYTES,
+        cache_diagnostics: bool = False,
     ) -> None:
         for name, value in (
             ("max_body_bytes", max_body_bytes),
@@ -183,6 +193,9 @@ class Emulator:
         """How many of the oldest requests :attr:`received` no longer holds."""
         self._kept_bytes = 0
         self.context_window = context_window
+        self.cache_diagnostics = cache_diagnostics
+        """Answer chat completions with ``prompt_cache_diagnostics`` (docs/emulator.md)."""
+        self._compared: dict[Rule, Mapping[str, Any]] = {}  # the last body, per rule
         self.deepseek_unit = deepseek_unit
         self.anthropic_minimum = anthropic_minimum
         self._clock = clock
@@ -305,7 +318,8 @@ class Emulator:
             return fail(checked.status, checked.body)
         if checked is not None:
             return fail(400, dialect.error(400, checked, None, request_id, None))
-        prompt = chain_segments(f"{rule}:{body['model']}", dialect.sources(body))
+        root = prefix_root(rule, body["model"], body.get("prompt_cache_key"))
+        prompt = chain_segments(root, dialect.sources(body))
         total = sum(s.tokens for s in prompt)
         if self.context_window is not None and total > self.context_window:
             return fail(400, dialect.overflow(total, self.context_window, request_id))
@@ -324,7 +338,13 @@ class Emulator:
         reply = _with_ids(with_output(reply, forced_tool(body)), dialect.tool_id_prefix, number)
         outcome = self._account(rule, prompt, reply)
         usage = dialect.usage(outcome, reply)
-        meta = Meta(number, int(self._clock()), body["model"])
+        n = body.get("n")
+        choices = n if type(n) is int and 1 <= n <= 128 else 1
+        diagnostics = None
+        if self.cache_diagnostics and rule != "anthropic":
+            diagnostics = diagnose(self._compared.get(rule), body, outcome)
+            self._compared[rule] = body
+        meta = Meta(number, int(self._clock()), body["model"], choices, diagnostics)
         if not stream:
             self._record(request, raw, rule, 200, usage, reply)
             dialect.settle(body, reply, meta)

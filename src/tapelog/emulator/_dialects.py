@@ -50,6 +50,10 @@ class Meta:
     number: int
     created: int
     model: str
+    choices: int = 1
+    """How many choices the request asked for (chat completions ``n``)."""
+    diagnostics: Mapping[str, Any] | None = None
+    """The answer's ``prompt_cache_diagnostics`` (chat completions, when asked for)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +182,14 @@ class _OpenAi(_Stateless):
     def answer(
         self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
     ) -> bytes:
-        return openai.completion_body(reply, usage, deepseek=self.deepseek, **self._ids(meta))
+        return openai.completion_body(
+            reply,
+            usage,
+            deepseek=self.deepseek,
+            choices=meta.choices,
+            diagnostics=meta.diagnostics,
+            **self._ids(meta),
+        )
 
     def stream(
         self,
@@ -191,7 +202,13 @@ class _OpenAi(_Stateless):
         options = body.get("stream_options")
         include = isinstance(options, Mapping) and options.get("include_usage") is True
         frames = openai.stream_frames(
-            reply, usage, include_usage=include, deepseek=self.deepseek, **self._ids(meta)
+            reply,
+            usage,
+            include_usage=include,
+            deepseek=self.deepseek,
+            choices=meta.choices,
+            diagnostics=meta.diagnostics,
+            **self._ids(meta),
         )
         return frames, usage if include else None
 

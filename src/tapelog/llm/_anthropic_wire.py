@@ -337,6 +337,11 @@ def _tail_breakpoints(groups: Sequence[Group], base: int, assistant: int) -> set
 
 
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    if "openai_tool" in tool:
+        raise HeaderError(
+            f"tool {tool['name']!r} is a chat completions tool kept as given (openai_tool); "
+            "the anthropic wire cannot send it, an OpenAI wire can"
+        )
     # Schema key order is the user's: a provider caches rendered tokens.
     out: dict[str, Any] = {"name": tool["name"]}
     if "description" in tool:
@@ -350,6 +355,16 @@ def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 def _map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Block, ...]]:
     role = message["role"]
+    if role not in ("user", "assistant", "tool"):
+        raise EventError(
+            f"{where}: the anthropic wire has no {role!r} message (the Messages API sends "
+            "instructions as the system prompt); an OpenAI wire can send it"
+        )
+    if message.get("fields"):
+        raise EventError(
+            f"{where}: the anthropic wire cannot send a chat completions message's other "
+            f"fields ({', '.join(message['fields'])}); an OpenAI wire can"
+        )
     wire_role = "user" if role == "tool" else role
     blocks: list[Block] = []
     for i, block in enumerate(message["content"]):

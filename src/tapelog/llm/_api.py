@@ -4,12 +4,12 @@ checkers, the proxy and the CLI share (internal: docs/architecture.md).
 
 from tapelog.llm._anthropic_stream import AnthropicStreamParser
 from tapelog.llm._anthropic_wire import AnthropicWire
-from tapelog.llm._assemble import assemble_message
+from tapelog.llm._assemble import assemble_alternatives, assemble_message
 from tapelog.llm._clients import ANTHROPIC_VERSION
 from tapelog.llm._http import resolve_api_key
 from tapelog.llm._in_process import register_in_process_transport
 from tapelog.llm._openai_stream import OpenAIStreamParser
-from tapelog.llm._openai_wire import OpenAIWire
+from tapelog.llm._openai_wire import OpenAIWire, empty_content, no_text
 from tapelog.llm._pieces import BodyCache
 from tapelog.llm._provider_registry import (
     complete_config,
@@ -35,12 +35,15 @@ __all__ = [
     "ResponsesWire",
     "SecretGuard",
     "WireFormat",
+    "assemble_alternatives",
     "assemble_message",
     "client_wire",
     "complete_config",
     "default_model",
+    "empty_content",
     "estimate_tokens",
     "known_providers",
+    "no_text",
     "provider_spec",
     "register_in_process_transport",
     "resolve_api_key",

@@ -19,7 +19,7 @@ from tapelog._errors import ClientMismatchError, HeaderError, ProviderError
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._clients import AnthropicClient, OpenAIClient, ResponsesClient
 from tapelog.llm._in_process import in_process_transport
-from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack
+from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack, TokenField
 from tapelog.llm._provider_registry import (
     complete_config,
     provider_spec,
@@ -42,9 +42,9 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back", "api", "store_false", "input_string"),
+    "openai": ("reasoning_send_back", "api", "store_false", "input_string", "token_field"),
     "anthropic": (),
-    "local": ("reasoning_send_back",),
+    "local": ("reasoning_send_back", "token_field"),
 }
 """The ``config.wire`` options each wire family reads (docs/providers.md)."""
 
@@ -105,6 +105,11 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
             raise HeaderError(
                 f"config.wire.store_false must be true or false, got {store_false!r}."
             )
+        if "token_field" in config.wire:
+            raise HeaderError(
+                "config.wire.token_field is for chat completions; leave it out of a "
+                'responses wire (api "responses").'
+            )
         input_string = config.wire.get("input_string", False)
         if not isinstance(input_string, bool):
             raise HeaderError(
@@ -114,7 +119,17 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
     for option in ("store_false", "input_string"):
         if option in config.wire:
             raise HeaderError(f'config.wire.{option} is for the responses wire (api "responses").')
-    return OpenAIWire(dialect=dialect, send_back=send_back)
+    return OpenAIWire(dialect=dialect, send_back=send_back, token_field=_token_field(config))
+
+
+def _token_field(config: LlmCallConfig) -> TokenField | None:
+    value = wire_options(config).get("token_field")
+    if value is not None and value not in get_args(TokenField):
+        raise HeaderError(
+            f"config.wire.token_field must be one of {', '.join(get_args(TokenField))}, "
+            f"got {value!r}."
+        )
+    return value
 
 
 _BUILT_IN_WIRES: Final = (OpenAIWire, AnthropicWire, ResponsesWire)

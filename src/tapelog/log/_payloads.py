@@ -224,7 +224,11 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
     _fields(etype, data)
-    _optional(etype, data, "alternatives", list)
+    for i, alternative in enumerate(_optional(etype, data, "alternatives", list) or ()):
+        at = f"data.alternatives[{i}]"
+        if not isinstance(alternative, dict) or type(alternative.get("choice")) is not int:
+            raise _fail(etype, f"{at} must be an object with an integer choice")
+        check_blocks(alternative.get("content"), f"{etype}: {at}.content")
 
 
 def _tool_call(etype: str, data: Mapping[str, Any]) -> None:

@@ -6,30 +6,35 @@ log events and forwards to the upstream **the bytes rebuilt from the log**,
 so ``tapelog requests`` reproduces byte for byte what the upstream received
 and the cache audit can name every break in the client's prefix.
 
-Exactness. A client's request becomes the log's header (model, options,
-extras, system prompt, tools) and neutral messages; before anything is
-logged the proxy sends both back through the upstream's wire and compares
-the result with the client's body in a normal form that keeps everything a
-provider reads. They may differ only where providers parse the same thing:
-whitespace, the order of object keys (not inside tool schemas, tool inputs or
-response schemas, which are compared byte for byte), ``null`` versus absent,
-``"content": "x"`` versus one text block, empty content in any spelling,
-``stream`` / ``stream_options`` (the proxy always streams from the upstream,
-with usage), ``max_tokens`` versus ``max_completion_tokens`` (sent in the
-upstream dialect's spelling), a ``stop`` string versus a one-item list, and
-Anthropic ``cache_control`` markers (the Anthropic wire places its own four
-breakpoints: what is cached changes, never what the model reads). Anything
-else is refused with a 400 in the client API's error shape that names the
-field (``n`` > 1, a system message after the first, a ``developer`` message,
-server tools, document blocks, several system blocks, unknown message
-fields), and nothing is logged for it. Unknown top-level fields are carried
-as ``config.extras`` in the client's order. Reasoning the client sends back
-(``reasoning_content``) is a logged wire option
-(``config.wire.reasoning_send_back``) chosen to reproduce the client.
+Exactness: carry, never reshape. A client's request becomes the log's
+header (model, options, extras, system prompt, tools) and neutral messages;
+what those do not name is kept as given: a chat completions ``developer`` or
+``system`` message anywhere is a ``user/message`` with its ``role``, the
+members of a message the blocks do not name are its ``fields``, a content
+part that is not plain text or a plain image URL is an ``openai_part``
+block, unknown top-level fields are ``config.extras`` in the client's order,
+and the other choices of an ``n`` > 1 answer are its ``alternatives``
+(docs/format.md). Before anything is logged the proxy sends the translation
+back through the upstream's wire and compares it with the client's body in a
+normal form that keeps everything a provider reads. They may differ only
+where providers parse the same thing: whitespace, the order of object keys
+(not inside tool schemas, tool inputs or response schemas, which are
+compared byte for byte), ``stream`` / ``stream_options`` (the proxy always
+streams from the upstream, with usage), a ``stop`` string versus a one-item
+list, and Anthropic ``cache_control``
+markers. What is refused, with a 400 in the client API's error shape that
+names the field and nothing logged, is malformed input (two token limits
+that differ, a tool call without its result, a value of the wrong type),
+plus what the log does not carry yet (docs/proxy.md, "What is refused").
+Reasoning the client sends back (``reasoning_content``) is a logged wire
+option (``config.wire.reasoning_send_back``) chosen to reproduce the client.
 
 A non-streaming client gets the answer assembled from the upstream's stream
 in the shape of a non-streamed answer (``_answers``); a streaming client gets
 the upstream's bytes unchanged, plus a usage event it may not have asked for.
+Every answer that has a session names it in ``X-Tapelog-Session``; with
+``watch_cache`` the cache audit runs as each turn ends and a request whose
+cacheable prefix broke gets a ``cache_break`` line in its summary.
 The piece that ends a stream reaches the client only once the turn's end is
 logged and durable. An upstream error answer is passed on as it came (status,
 body, headers) and logged as the turn's error; the request counts as sent. A

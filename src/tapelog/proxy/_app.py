@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import replace
 from typing import Any, Final
 
 import httpx
@@ -40,6 +41,7 @@ from tapelog._errors import (
     SessionLockedError,
     TapelogError,
 )
+from tapelog.audit._api import CacheWatch
 from tapelog.checker._api import check_enabled
 from tapelog.llm._api import usage_prompt_tokens, wire_for
 from tapelog.log import decode, secret_scope
@@ -51,7 +53,7 @@ from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._responses_out import ResponseIds, ResponsesAnswer
 from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
-from tapelog.proxy._sessions import Sessions
+from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family
@@ -59,13 +61,18 @@ from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
 from tapelog.store import SessionStore
 from tapelog.store._api import validate_session_id
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_HEADER", "Proxy"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_ANSWER_HEADER", "SESSION_HEADER", "Proxy"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """The largest client body the proxy reads (64 MiB); a larger one is a 413."""
 
 SESSION_HEADER: Final = "x-tapelog-session"
 """The request header that names the session explicitly (never forwarded)."""
+
+SESSION_ANSWER_HEADER: Final = "X-Tapelog-Session"
+"""The answer header naming the session a request was logged in: on every
+answer (streamed or not, upstream errors and the proxy's own too) once the
+request has a session, so a client can find its log."""
 
 _ROUTES: Final[dict[str, Family]] = {
     "/v1/chat/completions": "openai",
@@ -85,7 +92,10 @@ class Proxy:
     ``TAPELOG_CHECK`` is off); ``on_request`` gets a :class:`RequestSummary`
     per request; ``scan_limit`` is how many stored proxy sessions are indexed
     at start (:meth:`start`); ``check_host`` and ``allowed_origins`` are the
-    ``_guard`` rules (off with ``--allow-remote``; ``--allow-origin``).
+    ``_guard`` rules (off with ``--allow-remote``; ``--allow-origin``);
+    ``watch_cache`` runs the cache audit as each turn ends and puts its line
+    in the summary of a request whose cacheable prefix broke
+    (:attr:`RequestSummary.cache_break`).
     """
 
     def __init__(
@@ -102,6 +112,7 @@ class Proxy:
         lock_wait: float = DEFAULT_LOCK_WAIT,
         check_host: bool = True,
         allowed_origins: Iterable[str] = (),
+        watch_cache: bool = False,
     ) -> None:
         self.upstream = upstream
         self.store = store
@@ -118,6 +129,9 @@ class Proxy:
         self._started: asyncio.Task[int] | None = None
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
         self.response_ids = ResponseIds()
+        self.watch_cache = watch_cache
+        self._watches: dict[str, CacheWatch] = {}
+        self._max_watches = 2 * max_open
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
@@ -180,12 +194,21 @@ class Proxy:
         if self.on_request is not None:
             self.on_request(summary)
 
-    def _refuse(self, family: Family, exc: ProxyError, session: str | None = None) -> Response:
+    def _refuse(
+        self, family: Family, exc: ProxyError, session: str | None = None, *, named: bool = False
+    ) -> Response:
+        """The error answer to a request refused before it was sent; ``named``:
+        ``session`` is the request's session, named in the answer's header."""
         self._report(
             RequestSummary(session_id=session, turn=None, status=exc.status, error=str(exc))
         )
         body = error_body(family, exc.status, str(exc), exc.kind)
-        return Response(body, status_code=exc.status, media_type="application/json")
+        return Response(
+            body,
+            status_code=exc.status,
+            media_type="application/json",
+            headers=_named(session if named else None),
+        )
 
     async def _read(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -265,7 +288,7 @@ class Proxy:
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
-            return self._refuse(family, ProxyError(str(exc), status=409), explicit)
+            return self._refuse(family, ProxyError(str(exc), status=409), explicit, named=True)
         except ProxyError as exc:
             return self._refuse(family, exc, explicit)
         except TapelogError as exc:  # the store: a damaged or unreadable session, ...
@@ -279,7 +302,7 @@ class Proxy:
         except TapelogError as exc:
             self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
-            return self._refuse(family, error, assigned.state.id)
+            return self._refuse(family, error, assigned.state.id, named=True)
         except BaseException:
             self.sessions.let_go(assigned.state)
             raise
@@ -313,7 +336,8 @@ class Proxy:
                 exchange.abandon(error_of(exc, self.upstream.provider))
             await self._done(exchange, True, status=500)
             message = error_of(exc, self.upstream.provider)["message"]
-            return self._fail(parsed.family, 500, f"the proxy could not log the request: {message}")
+            said = f"the proxy could not log the request: {message}"
+            return self._fail(parsed.family, 500, said, state.id)
         headers = upstream_headers(request.headers, self.upstream.family)
         try:
             response = await self.http.send(
@@ -326,7 +350,7 @@ class Proxy:
             exchange.finish(error=error_of(exc, self.upstream.provider))
             await self._done(exchange, False, status=502)
             message = error_of(exc, self.upstream.provider)["message"]
-            return self._fail(parsed.family, 502, message)
+            return self._fail(parsed.family, 502, message, state.id)
         if not 200 <= response.status_code < 300:
             text = await response.aread()
             await response.aclose()
@@ -337,9 +361,8 @@ class Proxy:
             }
             exchange.finish(error=error)
             await self._done(exchange, False, status=response.status_code)
-            return Response(
-                text, status_code=response.status_code, headers=passed_headers(response.headers)
-            )
+            head = {**passed_headers(response.headers), **_named(state.id)}
+            return Response(text, status_code=response.status_code, headers=head)
         answer = None
         if not parsed.stream:
             answer = _answer(parsed.family)
@@ -352,22 +375,27 @@ class Proxy:
             done=self._done,
         )
         if parsed.stream:
-            return RelayResponse(
-                relay, status_code=response.status_code, headers=passed_headers(response.headers)
-            )
+            head = {**passed_headers(response.headers), **_named(state.id)}
+            return RelayResponse(relay, status_code=response.status_code, headers=head)
         async for _ in relay.pieces():
             pass
         if relay.error is not None or answer is None:
             message = relay.error["message"] if relay.error else "no answer"
-            return self._fail(parsed.family, 502, f"{self.upstream.provider}: {message}")
+            said = f"{self.upstream.provider}: {message}"
+            return self._fail(parsed.family, 502, said, state.id)
         head = {
             k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
         }
+        head.update(_named(state.id))
         return Response(answer.body(), media_type="application/json", headers=head)
 
-    def _fail(self, family: Family, status: int, message: str) -> Response:
+    def _fail(
+        self, family: Family, status: int, message: str, session: str | None = None
+    ) -> Response:
         body = error_body(family, status, message)
-        return Response(body, status_code=status, media_type="application/json")
+        return Response(
+            body, status_code=status, media_type="application/json", headers=_named(session)
+        )
 
     def _changes(
         self, assigned: Assigned, plan: Plan, messages: Messages, offset: int
@@ -401,6 +429,8 @@ class Proxy:
             state.writer.flush()
             self.sessions.release(state, point)
 
+        if self.watch_cache:
+            summary = replace(summary, cache_break=self._cache_break(state))
         try:
             if aborted:
                 release()  # no await a second cancellation could cut short
@@ -411,6 +441,22 @@ class Proxy:
             if state.lock.locked():
                 state.lock.release()
             self._report(summary)
+
+    def _cache_break(self, state: SessionState) -> str | None:
+        """The cache audit's line for the request that just ended, if its
+        prefix broke (the session's lock is held: no step is open)."""
+        watch = self._watches.pop(state.id, None)
+        if watch is None or watch.session is not state.session:
+            watch = CacheWatch(state.session)
+        self._watches[state.id] = watch  # newest last
+        while len(self._watches) > self._max_watches:
+            del self._watches[next(iter(self._watches))]
+        try:
+            breaks = watch.breaks()
+        except Exception as exc:  # the audit must never cost the client its answer
+            self._watches.pop(state.id, None)
+            return f"cache audit of {state.id} failed: {exc}"
+        return breaks[-1].line() if breaks else None
 
     def _summary(self, exchange: Exchange, status: int) -> RequestSummary:
         changes = [*exchange.changes, *header_changes(exchange.before, exchange.header_event)]
@@ -436,6 +482,11 @@ def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:
     if family == "responses":
         return ResponsesAnswer()
     return AnthropicAnswer() if family == "anthropic" else OpenAIAnswer()
+
+
+def _named(session: str | None) -> dict[str, str]:
+    """The answer header that names the request's session (none before it has one)."""
+    return {SESSION_ANSWER_HEADER: session} if session is not None else {}
 
 
 def _excerpt(data: bytes) -> str:

@@ -23,9 +23,10 @@ and decides, in this order:
    first exchange: two clients that open with the same message (a "hello")
    are new sessions, as before;
 3. **edit**: the request holds, at the same position, the last answer of a
-   session that ended with an assistant message: the conversation continues,
-   but the client changed something before it (a rewritten message, an
-   injected timestamp). The changes become a logged replace;
+   session that ended with an assistant message (or one of that answer's
+   other choices, ``n`` > 1): the conversation continues, but the client
+   changed something before it (a rewritten message, an injected timestamp,
+   the choice it kept). The changes become a logged replace;
 4. **fork**: the longest prefix of the request that is an earlier point of a
    session (a regenerated answer, a branch): a new session seeded with the
    log up to that point's ``turn/end``;
@@ -74,8 +75,9 @@ class SessionIndex:
 
     def __init__(self) -> None:
         self._points: dict[bytes, dict[str, Point]] = {}
-        # each session's end, its anchor key and its retry digest
-        self._ends: dict[str, tuple[Point, bytes | None, bytes | None]] = {}
+        # each session's end, its anchor keys (the answer's, its other choices')
+        # and its retry digest
+        self._ends: dict[str, tuple[Point, tuple[bytes, ...], bytes | None]] = {}
         self._anchors: dict[tuple[bytes, int], dict[str, None]] = {}
         self._retries: dict[tuple[bytes, int], dict[str, None]] = {}
         self._digests: dict[str, list[bytes]] = {}  # what to forget with a session
@@ -94,15 +96,17 @@ class SessionIndex:
         """A turn of ``record.session_id`` ended at ``record.seq`` with a history of
         ``record.length`` messages whose chain ends with ``record.digest``;
         ``record.anchor`` is the loose key of its last message when that is an
-        assistant message (what an edited continuation still holds). Records are
+        assistant message (what an edited continuation still holds), and
+        ``record.alternatives`` the keys of that answer's other choices. Records are
         applied in the store's order, so every replica's index agrees."""
         session_id = record.session_id
         self._tick += 1
         self._active[session_id] = self._tick
         old = self._ends.pop(session_id, None)
         if old is not None:
-            point, anchor, retry = old
-            _drop(self._anchors, anchor, point.length, session_id)
+            point, anchors, retry = old
+            for anchor in anchors:
+                _drop(self._anchors, anchor, point.length, session_id)
             _drop(self._retries, retry, point.length - 1, session_id)
         if not record.length:
             return
@@ -110,9 +114,10 @@ class SessionIndex:
         digest = record.digest
         self._points.setdefault(digest, {})[session_id] = point
         self._digests.setdefault(session_id, []).append(digest)
-        self._ends[session_id] = (point, record.anchor, record.retry)
-        if record.anchor is not None:
-            self._anchors.setdefault((record.anchor, point.length), {})[session_id] = None
+        anchors = (record.anchor, *record.alternatives) if record.anchor is not None else ()
+        self._ends[session_id] = (point, anchors, record.retry)
+        for key in anchors:
+            self._anchors.setdefault((key, point.length), {})[session_id] = None
         if record.retry is not None:
             self._retries.setdefault((record.retry, point.length - 1), {})[session_id] = None
 

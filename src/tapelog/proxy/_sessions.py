@@ -40,7 +40,7 @@ from tapelog.log._api import (
     repair_interrupted,
 )
 from tapelog.proxy._index import Point, SessionIndex
-from tapelog.proxy._keys import SurfaceChain
+from tapelog.proxy._keys import SurfaceChain, loose_key
 from tapelog.store import SessionStore, SessionWriter
 from tapelog.store._api import PointRecord
 
@@ -262,7 +262,10 @@ class Sessions:
         if end is None:
             return None
         history = state.session.history()
-        return _record(state.id, state.chain, history, end.seq)
+        answer = None
+        if len(history) and history[len(history) - 1][1]["role"] == "assistant":
+            answer = state.session.event(history[len(history) - 1][0])
+        return _record(state.id, state.chain, history, end.seq, answer)
 
     def release(self, state: SessionState, point: PointRecord | None) -> None:
         """A request's turn ended and was flushed: record ``point`` in the store's
@@ -327,17 +330,22 @@ class Sessions:
         self.points.close()
 
 
-def _record(session_id: str, chain: SurfaceChain, history: History, seq: int) -> PointRecord:
-    """The point of a session whose history is ``history`` at seq ``seq``."""
+def _record(
+    session_id: str, chain: SurfaceChain, history: History, seq: int, answer: Event | None
+) -> PointRecord:
+    """The point of a session whose history is ``history`` at seq ``seq``;
+    ``answer`` is the event of its last message when that is an answer."""
     digests = chain.update(history)
     anchor = retry = None
+    others: tuple[bytes, ...] = ()
     if len(history) and history[len(history) - 1][1]["role"] == "assistant":
         anchor = chain.key_at(history, len(history) - 1)
+        others = _alternatives(answer) if answer is not None else ()
         # Not after a first exchange: two clients that open with the same
         # message are far likelier than a first answer lost on the way.
         retry = digests[-2] if len(digests) > 2 else None
     digest = digests[-1] if digests else b""
-    return PointRecord(session_id, digest, len(digests), seq, anchor, retry)
+    return PointRecord(session_id, digest, len(digests), seq, anchor, retry, others)
 
 
 def _points_of(session_id: str, events: Iterable[Event]) -> list[PointRecord]:
@@ -345,8 +353,23 @@ def _points_of(session_id: str, events: Iterable[Event]) -> list[PointRecord]:
     fold = LogFold()
     chain = SurfaceChain()
     records: list[PointRecord] = []
+    answers: dict[int, Event] = {}
     for event in events:
         fold.apply(event)
+        if event.type == "assistant/message":
+            answers[event.seq] = event
         if event.type in _POINTS:
-            records.append(_record(session_id, chain, fold.history(), event.seq))
+            history = fold.history()
+            last = answers.get(history[len(history) - 1][0]) if len(history) else None
+            records.append(_record(session_id, chain, history, event.seq, last))
     return records
+
+
+def _alternatives(answer: Event) -> tuple[bytes, ...]:
+    """The loose keys of an answer's other choices (``n`` > 1): a request that
+    holds one of them in the answer's place continues the session."""
+    return tuple(
+        loose_key({"role": "assistant", "content": a["content"]})
+        for a in answer.data.get("alternatives", ())
+        if a["content"]
+    )

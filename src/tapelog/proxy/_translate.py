@@ -42,7 +42,7 @@ from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.cache._api import wire_profile_named
-from tapelog.llm._api import AnthropicWire, ResponsesWire, wire_for
+from tapelog.llm._api import AnthropicWire, OpenAIWire, ResponsesWire, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
@@ -63,6 +63,7 @@ from tapelog.request import LlmRequest
 
 __all__ = ["Messages", "Translator"]
 
+_TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")
 _RECENT = 16
 """How many recent requests' message lists a translator keeps to be extended
 (one per conversation a client runs at once through the proxy)."""
@@ -108,6 +109,12 @@ class Translator:
         # The upstream wire's facts; its reasoning send-back default is the one
         # the log's rebuild uses too (the same profile, through the wire).
         self.profile = wire_profile_named(self.dialect)
+        # How the upstream's wire spells the token limit (a client spelling it
+        # the other way gets ``config.wire.token_field``).
+        self._token_field = "max_tokens"
+        if upstream.family != "anthropic":
+            wire = OpenAIWire(dialect=self.dialect)  # type: ignore[arg-type]
+            self._token_field = wire.token_field_name
         self.cache_size = cache_size
         self._current: dict[bytes, Translated] = {}
         self._previous: dict[bytes, Translated] = {}
@@ -249,6 +256,11 @@ class Translator:
         wire: dict[str, Any] = {}
         if request.family == "openai":
             wire = self._send_back(request.model, rules, current)
+            spelled = next(
+                (k for k in _TOKEN_FIELDS if request.body.get(k) is not None), self._token_field
+            )
+            if spelled != self._token_field:  # carried as the client spells it
+                wire["token_field"] = spelled
         elif request.family == "responses":
             # The client's own store (absent stays absent), on the Responses API,
             # and its input as the string it sent, when it sent one.

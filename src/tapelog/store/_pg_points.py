@@ -37,15 +37,16 @@ CREATE TABLE IF NOT EXISTS {s}.points (
     length integer NOT NULL,
     seq integer NOT NULL,
     anchor bytea,
-    retry bytea
+    retry bytea,
+    alternatives bytea[] NOT NULL DEFAULT '{{}}'
 );
 """
 _INSERT: Final = (
-    "INSERT INTO {s}.points (session_id, digest, length, seq, anchor, retry) "
-    "VALUES (%s, %s, %s, %s, %s, %s)"
+    "INSERT INTO {s}.points (session_id, digest, length, seq, anchor, retry, alternatives) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
 _READ: Final = (
-    "SELECT id, session_id, digest, length, seq, anchor, retry FROM {s}.points "
+    "SELECT id, session_id, digest, length, seq, anchor, retry, alternatives FROM {s}.points "
     "WHERE id > %s ORDER BY id"
 )
 _LOCK_NAME: Final = "/points"  # no session id has a slash: its own advisory key
@@ -85,7 +86,10 @@ class PostgresPointLog(PointLog):
     def append(self, records: Sequence[PointRecord]) -> None:
         if not records:
             return
-        rows = [(r.session_id, r.digest, r.length, r.seq, r.anchor, r.retry) for r in records]
+        rows = [
+            (r.session_id, r.digest, r.length, r.seq, r.anchor, r.retry, list(r.alternatives))
+            for r in records
+        ]
         with self._lock:
             conn = self._connection()
             with (
@@ -110,8 +114,9 @@ class PostgresPointLog(PointLog):
                 seq=seq,
                 anchor=None if anchor is None else bytes(anchor),
                 retry=None if retry is None else bytes(retry),
+                alternatives=tuple(bytes(a) for a in alternatives or ()),
             )
-            for _, sid, digest, length, seq, anchor, retry in rows
+            for _, sid, digest, length, seq, anchor, retry, alternatives in rows
         ]
         return records, (rows[-1][0] if rows else position)
 

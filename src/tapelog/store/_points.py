@@ -38,8 +38,9 @@ class PointRecord:
     messages whose chain digest is ``digest``; ``anchor`` is the loose key of
     its last message when that is an answer (``None`` otherwise), and ``retry``
     the chain digest of the history without that answer (what a client that
-    sends its last request again sends). A record with ``length == 0`` says the
-    session has no point any more."""
+    sends its last request again sends); ``alternatives`` are the loose keys of
+    that answer's other choices (``n`` > 1: a client may keep any of them). A
+    record with ``length == 0`` says the session has no point any more."""
 
     session_id: str
     digest: bytes
@@ -47,6 +48,7 @@ class PointRecord:
     seq: int
     anchor: bytes | None = None
     retry: bytes | None = None
+    alternatives: tuple[bytes, ...] = ()
 
     def encode(self) -> bytes:
         """The record as one canonical JSON line (without its newline)."""
@@ -60,6 +62,8 @@ class PointRecord:
             data["anchor"] = self.anchor.hex()
         if self.retry is not None:
             data["retry"] = self.retry.hex()
+        if self.alternatives:
+            data["alternatives"] = [a.hex() for a in self.alternatives]
         return encode(data)
 
     @classmethod
@@ -76,6 +80,7 @@ class PointRecord:
                 seq=int(data["seq"]),
                 anchor=None if anchor is None else bytes.fromhex(anchor),
                 retry=None if retry is None else bytes.fromhex(retry),
+                alternatives=tuple(bytes.fromhex(a) for a in data.get("alternatives", ())),
             )
         except (JsonValueError, KeyError, TypeError, ValueError, AttributeError):
             return None
