@@ -72,6 +72,10 @@ def full_session(session_id: str = "full-1") -> Session:
         "tool/call",
         {"turn": 0, "step": 0, "call_id": "c1", "name": "ls", "arguments": '{"path": "."}'},
     )
+    s.append(
+        "tool/approval",
+        {"turn": 0, "step": 0, "call_id": "c1", "approved": True, "by": "ann", "reason": "ok"},
+    )
     result = s.append(
         "tool/result",
         {"turn": 0, "step": 0, "call_id": "c1", "content": "a.txt\nb.txt", "is_error": False},
