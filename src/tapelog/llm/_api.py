@@ -19,6 +19,7 @@ from tapelog.llm._provider_registry import (
 )
 from tapelog.llm._registry import client_wire, wire_for, wire_named
 from tapelog.llm._secret_guard import SecretGuard
+from tapelog.llm._sse import SseDecoder
 from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "OpenAIStreamParser",
     "OpenAIWire",
     "SecretGuard",
+    "SseDecoder",
     "WireFormat",
     "assemble_message",
     "client_wire",
