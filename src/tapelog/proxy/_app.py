@@ -219,7 +219,7 @@ class Proxy:
                     "the log does not hold values that deep"
                 )
             parsed = self.translator.parse(family, body)
-            messages = self.translator.messages(parsed)
+            messages = self.translator.messages(parsed, extends=decoded.extends)
             problem = unanswered_calls(
                 messages.neutral,
                 lambda i: messages.where(i, parsed.offset),
@@ -228,7 +228,7 @@ class Proxy:
             if problem is not None:
                 raise ProxyError(problem)
             self.translator.remember(messages)
-            self.prefixes.remember(raw, decoded)
+            self.prefixes.remember(raw, decoded, messages)
             header = self.translator.header(parsed, messages.rules, None)
             self.translator.check_header(parsed, header)
             return parsed, messages, messages.chain

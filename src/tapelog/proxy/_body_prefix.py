@@ -55,6 +55,7 @@ class _Body:
     end: int
     head: dict[str, Any]
     messages: list[Any]
+    note: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +66,13 @@ class Decoded:
     full parse; the new messages and the fields after the list otherwise),
     nested as deep as in the body, for checks that need only look at what
     was not checked before; ``end`` is where the message list's last message
-    ends in the bytes (``None``: not found)."""
+    ends in the bytes (``None``: not found); ``extends`` is what was
+    remembered with the body this one extends (``None``: parsed whole)."""
 
     body: Any
     fresh: Any
     end: int | None
+    extends: Any = None
 
 
 class BodyPrefixes:
@@ -97,8 +100,9 @@ class BodyPrefixes:
         end = _messages_end(raw) if isinstance(body, dict) else None
         return Decoded(body, body, end)
 
-    def remember(self, raw: bytes, decoded: Decoded) -> None:
-        """Keep a body that was understood as one that later bodies may extend."""
+    def remember(self, raw: bytes, decoded: Decoded, note: Any = None) -> None:
+        """Keep a body that was understood as one that later bodies may extend,
+        with ``note``, what a body that extends it gets as ``extends``."""
         body, end = decoded.body, decoded.end
         if end is None or not isinstance(body, dict):
             return
@@ -112,7 +116,7 @@ class BodyPrefixes:
             head[key] = value
         bodies = self._bodies
         bodies[:] = [b for b in bodies if b.raw is not raw]
-        bodies.append(_Body(raw, end, head, messages))
+        bodies.append(_Body(raw, end, head, messages, note))
         if len(bodies) > self._kept:
             del bodies[0]
 
@@ -145,7 +149,7 @@ def _extend(raw: bytes, kept: _Body) -> Decoded | None:
     body = dict(kept.head)
     body[_MESSAGES] = kept.messages + added
     body.update(rest)
-    return Decoded(body, {_MESSAGES: added, **rest}, _back(raw, close))
+    return Decoded(body, {_MESSAGES: added, **rest}, _back(raw, close), kept.note)
 
 
 def _closing(raw: bytes, start: int) -> int | None:
