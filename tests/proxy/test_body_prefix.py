@@ -80,7 +80,7 @@ def _decode(prefixes: BodyPrefixes, raw: bytes) -> Decoded | Exception:
         return exc
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     head=_FIELDS,
     rest=_FIELDS,
