@@ -156,3 +156,21 @@ def test_bodies_the_shortcut_is_not_sure_of_are_not_kept(raw: bytes) -> None:
     prefixes.remember(raw, decoded)
     assert decoded.end is None
     assert decoded.fresh is decoded.body
+
+
+def test_an_extension_takes_the_place_of_the_body_it_extends() -> None:
+    """One kept body per conversation: a busy conversation does not push the
+    others' bodies out."""
+    prefixes = BodyPrefixes()
+    talks = [[{"role": "user", "content": f"talk {t}"}] for t in range(4)]
+
+    def send(talk: list[Any]) -> Decoded:
+        talk.append({"role": "user", "content": len(talk)})
+        raw = _body([("model", "m")], talk, [], {"separators": (",", ":")})
+        decoded = prefixes.decode(raw)
+        prefixes.remember(raw, decoded, note=len(talk))
+        return decoded
+
+    assert all(send(talk).extends is None for talk in talks)
+    assert all(send(talks[0]).extends is not None for _ in range(6))
+    assert all(send(talk).extends is not None for talk in talks)

@@ -9,9 +9,10 @@ messages and the fields after the message list. At 10,000 messages that is a
 few hundred bytes instead of 3 MB, and no objects for the garbage collector
 to walk.
 
-:class:`BodyPrefixes` keeps the few most recent bodies that were understood
-(their bytes, where their message list's last message ends, the fields before
-it and the decoded messages), and :meth:`BodyPrefixes.decode` returns exactly
+:class:`BodyPrefixes` keeps the latest body of each of the few most recent
+conversations (its bytes, where its message list's last message ends, the
+fields before the list and the decoded messages; a body takes the place of
+the body it extends), and :meth:`BodyPrefixes.decode` returns exactly
 what :func:`tapelog.log.decode` returns for a body (same values, same key
 order), or falls back to that full parse whenever the shortcut cannot be
 sure: no recent body is a prefix, the new part is not exactly "more messages,
@@ -73,6 +74,8 @@ class Decoded:
     fresh: Any
     end: int | None
     extends: Any = None
+    base: _Body | None = None
+    """The kept body this one extends (it replaces that one when remembered)."""
 
 
 class BodyPrefixes:
@@ -115,7 +118,8 @@ class BodyPrefixes:
                 break
             head[key] = value
         bodies = self._bodies
-        bodies[:] = [b for b in bodies if b.raw is not raw]
+        # The body this one extends is superseded: one kept body per conversation.
+        bodies[:] = [b for b in bodies if b is not decoded.base]
         bodies.append(_Body(raw, end, head, messages, note))
         if len(bodies) > self._kept:
             del bodies[0]
@@ -149,7 +153,7 @@ def _extend(raw: bytes, kept: _Body) -> Decoded | None:
     body = dict(kept.head)
     body[_MESSAGES] = kept.messages + added
     body.update(rest)
-    return Decoded(body, {_MESSAGES: added, **rest}, _back(raw, close), kept.note)
+    return Decoded(body, {_MESSAGES: added, **rest}, _back(raw, close), kept.note, kept)
 
 
 def _closing(raw: bytes, start: int) -> int | None:
