@@ -21,6 +21,7 @@ from tapelog.llm._registry import client_wire, wire_for, wire_named
 from tapelog.llm._responses_stream import ResponsesStreamParser
 from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._secret_guard import SecretGuard
+from tapelog.llm._sse import SseDecoder
 from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "ResponsesStreamParser",
     "ResponsesWire",
     "SecretGuard",
+    "SseDecoder",
     "WireFormat",
     "assemble_alternatives",
     "assemble_message",

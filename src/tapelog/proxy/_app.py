@@ -44,9 +44,10 @@ from tapelog._errors import (
 from tapelog.audit._api import CacheWatch
 from tapelog.checker._api import check_enabled
 from tapelog.llm._api import usage_prompt_tokens, wire_for
-from tapelog.log import decode, secret_scope
+from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
+from tapelog.proxy._body_prefix import BodyPrefixes
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._index import SessionIndex
@@ -120,6 +121,7 @@ class Proxy:
         # Long reads: a reasoning model can think for minutes before the next event.
         self.http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0))
         self.translator = Translator(upstream)
+        self.prefixes = BodyPrefixes()
         self.index = SessionIndex()
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
         self.router = Router(self.sessions, lock_wait=lock_wait)
@@ -226,23 +228,26 @@ class Proxy:
     def _understand(
         self, family: Family, raw: bytes
     ) -> tuple[ClientRequest, Messages, list[bytes]]:
-        """Decode, translate and check a body (one pass over its messages, the
-        garbage collector paused: this allocates an object per JSON value);
-        the request, its messages and their prefix chain."""
+        """Decode, translate and check a body (one pass over its new messages,
+        the garbage collector paused: this allocates an object per JSON value);
+        the request, its messages and their prefix chain. A body that extends
+        a recent one is parsed from where that one's messages end
+        (``_body_prefix``)."""
         with paused_gc():
             try:
-                body = decode(raw)
+                decoded = self.prefixes.decode(raw)  # only what is new, when it extends
             except JsonValueError as exc:
                 raise ProxyError(f"the request body is {exc.problem}") from None
+            body = decoded.body
             if not isinstance(body, dict):
                 raise ProxyError("the request body must be a JSON object")
-            if nested_too_deeply(body):
+            if nested_too_deeply(decoded.fresh):  # what was not checked before
                 raise ProxyError(
                     f"the request body is nested more than {MAX_BODY_DEPTH} levels deep; "
                     "the log does not hold values that deep"
                 )
             parsed = self.translator.parse(family, body)
-            messages = self.translator.messages(parsed)
+            messages = self.translator.messages(parsed, extends=decoded.extends)
             problem = unanswered_calls(
                 messages.neutral,
                 lambda i: messages.where(i, parsed.offset),
@@ -251,6 +256,7 @@ class Proxy:
             if problem is not None:
                 raise ProxyError(problem)
             self.translator.remember(messages)
+            self.prefixes.remember(raw, decoded, messages)
             header = self.translator.header(parsed, messages.rules, None)
             self.translator.check_header(parsed, header)
             return parsed, messages, messages.chain

@@ -100,6 +100,15 @@ class Messages:
         return f"{self.label}[{self.origin[index] + offset}]"
 
 
+def _extended(encoded: bytes, more: bytes) -> bytes:
+    """The canonical bytes of a list (``encoded``) with more items (``more``, a list's bytes)."""
+    if more == b"[]":
+        return encoded
+    if encoded == b"[]":
+        return more
+    return b"".join((memoryview(encoded)[:-1], b",", memoryview(more)[1:]))  # one copy
+
+
 class Translator:
     """Translation for one upstream, with a cache of translated messages."""
 
@@ -167,16 +176,23 @@ class Translator:
                 best = kept
         return best
 
-    def messages(self, request: ClientRequest) -> Messages:
+    def messages(self, request: ClientRequest, *, extends: Messages | None = None) -> Messages:
         """Every client message translated (from the cache when seen before).
 
         The hot path of a long conversation: one encode of the message list;
         then, after the longest remembered prefix, per message one encode,
         one lookup and a few appends (run it with the garbage collector paused).
+        ``extends``: the messages of an earlier request whose raw messages
+        this request's start with, as its body's bytes showed
+        (``_body_prefix``); then only the new messages are encoded.
         """
         raw = request.messages
-        encoded = encode_trusted(raw)
-        known = self._known(encoded)
+        known = extends if extends is not None and 0 < extends.count <= len(raw) else None
+        if known is not None:
+            encoded = _extended(known.encoded, encode_trusted(raw[known.count :]))
+        else:
+            encoded = encode_trusted(raw)
+            known = self._known(encoded)
         rules = EVERY_RULE
         start = 0
         previous_role: Any = None

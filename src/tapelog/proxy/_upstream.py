@@ -10,23 +10,20 @@ logs, from its first byte on (``tapelog.log.secret_scope``), so an upstream or
 a model that echoes a key has it redacted from the log; they are never
 logged, printed or put in an error. They are not registered process-wide: one
 client's key never changes another client's log. The upstream always
-streams (the log's wires always ask it to), and :class:`SseDecoder` splits
-its bytes into events as they pass through to the client unchanged.
+streams (the log's wires always ask it to), and :class:`SseDecoder` (the
+loop's own, from ``tapelog.llm``) splits its bytes into events as they pass
+through to the client unchanged.
 """
 
 from __future__ import annotations
 
-import codecs
-import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from httpx_sse import ServerSentEvent
-
 from tapelog._errors import ProxyError
-from tapelog.llm._api import ANTHROPIC_VERSION, complete_config, provider_spec
+from tapelog.llm._api import ANTHROPIC_VERSION, SseDecoder, complete_config, provider_spec
 from tapelog.log._api import LlmCallConfig
 from tapelog.proxy._types import Family
 
@@ -155,68 +152,3 @@ def upstream_headers(client: Mapping[str, str], family: Family) -> dict[str, str
     if family == "anthropic":
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
     return headers
-
-
-_LINE_END: Final = re.compile(r"\r\n|\r|\n")
-
-
-class SseDecoder:
-    """Server-Sent Events from bytes as they arrive (the event stream format:
-    lines ending in CR, LF or CRLF; ``data`` lines joined by newlines; a blank
-    line dispatches; comments and unknown fields are ignored)."""
-
-    def __init__(self) -> None:
-        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buffer = ""
-        self._event = ""
-        self._data: list[str] = []
-        self._id = ""
-
-    def feed(self, data: bytes) -> list[ServerSentEvent]:
-        """The events completed by ``data``."""
-        self._buffer += self._text.decode(data)
-        return self._lines(final=False)
-
-    def end(self) -> list[ServerSentEvent]:
-        """The last event, if the stream ended without its blank line."""
-        self._buffer += self._text.decode(b"", final=True)
-        events = self._lines(final=True)
-        if self._buffer:
-            events.extend(self._line(self._buffer))
-            self._buffer = ""
-        events.extend(self._line(""))
-        return events
-
-    def _lines(self, *, final: bool) -> list[ServerSentEvent]:
-        events: list[ServerSentEvent] = []
-        buffer = self._buffer
-        start = 0
-        for found in _LINE_END.finditer(buffer):
-            # A CR at the very end may be the first half of a CRLF.
-            if not final and found.group() == "\r" and found.end() == len(buffer):
-                break
-            events.extend(self._line(buffer[start : found.start()]))
-            start = found.end()
-        self._buffer = buffer[start:]
-        return events
-
-    def _line(self, line: str) -> list[ServerSentEvent]:
-        if not line:
-            if not self._data and not self._event:
-                return []
-            event = ServerSentEvent(
-                event=self._event or "message", data="\n".join(self._data), id=self._id
-            )
-            self._event, self._data = "", []
-            return [event]
-        if line.startswith(":"):
-            return []
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        elif name == "id":
-            self._id = value
-        return []
