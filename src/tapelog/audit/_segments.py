@@ -30,7 +30,7 @@ from tapelog.cache._api import (
     provider_cache,
 )
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, wire_for
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, merges, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, concat_frozen
 
 __all__ = ["SegmentRenderer", "rule_for"]
@@ -222,7 +222,7 @@ class SegmentRenderer:
             wire_role, mapped = self._anthropic_cache.piece(seqs[i], messages[i], make)
             if not mapped:
                 continue
-            if wire_role != role:
+            if role is None or not merges(role, wire_role):
                 firsts.append(i)
                 role = wire_role
         return firsts

@@ -12,6 +12,15 @@ however many blocks the new step added (no reliance on the 20-block lookback).
 Thinking blocks cannot carry ``cache_control``, so "cacheable" skips them;
 blank text blocks are not sent at all (the API rejects them).
 docs/providers.md documents the policy.
+
+With the wire option ``config.wire.cache_markers: "client"`` (what
+``tapelog proxy`` logs) the wire places no breakpoint of its own: the markers
+are where the client put them, in the logged blocks (``extra``), system blocks
+and tools, and a string system prompt is sent as a string. A block's
+``extra`` (the client's fields the neutral block does not model, such as
+``cache_control`` or ``citations``) is sent after the wire's own fields, and a
+``wire`` block (a block type the log does not model: ``server_tool_use``,
+``document``, ``search_result``...) is sent as it was given.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from tapelog.llm._wire_common import check_extras, refuse_block
 from tapelog.log import decode, encode
 from tapelog.log._api import FrozenDict, encode_trusted, freeze, freeze_faithful
 
-__all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "AnthropicWire"]
+__all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "AnthropicWire", "WireRole", "merges", "role_shape"]
 
 ANTHROPIC_DEFAULT_MAX_TOKENS: Final = 4096
 """Sent when the config has no ``max_tokens`` (the Messages API requires one)."""
@@ -82,13 +91,18 @@ class AnthropicWire:
             ("model", config.model),
             ("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens),
         ]
-        if header.system:
+        own = _own_markers(config)
+        system = header.system
+        if isinstance(system, str) and own:
             fields.append(
-                ("system", [{"type": "text", "text": header.system, "cache_control": _EPHEMERAL}])
+                ("system", [{"type": "text", "text": system, "cache_control": _EPHEMERAL}])
             )
+        elif system:
+            fields.append(("system", system))
         if header.tools:
             tools = [_tool(t) for t in header.tools]
-            tools[-1]["cache_control"] = _EPHEMERAL
+            if own:
+                tools[-1]["cache_control"] = _EPHEMERAL
             fields.append(("tools", tools))
         fields.append(("messages", _MESSAGES))
         for key in ("temperature", "top_p"):
@@ -125,14 +139,16 @@ class AnthropicWire:
     def build_body(self, request: LlmRequest) -> FrozenDict:
         """The body object in one piece (``encode`` of it == :meth:`encode_body`)."""
         groups = self.groups(request, None)
-        marks = _breakpoints(groups)
+        marks = _breakpoints(groups) if _own_markers(request.header.config) else set()
         messages = [
             {
-                "role": role,
-                "content": [
+                "role": str(role),
+                "content": _as_string(role, blocks)
+                or [
                     {**b[0], "cache_control": _EPHEMERAL} if (g, j) in marks else b[0]
                     for j, b in enumerate(blocks)
                 ],
+                **(role.extra if isinstance(role, WireRole) else {}),
             }
             for g, (role, blocks) in enumerate(groups)
         ]
@@ -153,7 +169,13 @@ class AnthropicWire:
 
     def encode_parts(self, request: LlmRequest, *, cache: BodyCache | None = None) -> Parts:
         """:meth:`encode_body` as the byte parts it joins."""
-        if cache is None:
+        if not _own_markers(request.header.config):
+            # The client's markers, already in the blocks: no breakpoint
+            # bookkeeping, every message as its blocks say.
+            members = self._members(request)
+            groups = self.groups(request, cache)
+            parts = _extend([], _group_pieces(groups, 0, set()))
+        elif cache is None:
             members = self._members(request)
             groups = self.groups(request, None)
             parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups)))
@@ -177,6 +199,53 @@ class _Stable:
     assistant: int  # the last assistant group among them (-1: none)
     role: str | None  # the role of the last of them
     blob: bytearray  # their bytes, with b"," between them: extended in place
+
+
+def _own_markers(config: Any) -> bool:
+    """Whether the wire places its own breakpoints (not ``cache_markers: client``)."""
+    return bool(config.wire.get("cache_markers") != "client")
+
+
+class WireRole(str):
+    """The role of a wire message that is one client message with fields of
+    its own: its content sent as a string (``content_string``) and the
+    message's other fields (``extra``, sent after ``content``). Such a message
+    never merges with a neighbour of the same role: the client sent it alone."""
+
+    string: bool
+    extra: Mapping[str, Any]
+
+
+def _role(role: str, message: Mapping[str, Any]) -> str:
+    string, extra = bool(message.get("content_string")), message.get("extra")
+    if not string and not extra:
+        return role
+    out = WireRole(role)
+    out.string, out.extra = string, extra or {}
+    return out
+
+
+def merges(previous: str, role: str) -> bool:
+    """Whether a wire message of ``role`` joins the one before it (of ``previous``)."""
+    return (
+        previous == role and not isinstance(previous, WireRole) and not isinstance(role, WireRole)
+    )
+
+
+def role_shape(role: str) -> tuple[str, bool, Any]:
+    """A wire role with its message-level fields, for comparing two messages."""
+    if isinstance(role, WireRole):
+        return str(role), role.string, role.extra
+    return role, False, None
+
+
+def _as_string(role: str, blocks: Sequence[Block]) -> str | None:
+    """The content string of a wire message that is one block from a message
+    logged with ``content_string`` (else ``None``: the content is a list)."""
+    if isinstance(role, WireRole) and role.string and len(blocks) == 1:
+        text: str = blocks[0][0]["text"]
+        return text
+    return None
 
 
 def _nothing_stable() -> _Stable:
@@ -257,7 +326,7 @@ def _grouped(
         role, mapped = make() if cache is None else cache.piece(seqs[i], message, make)
         if not mapped:
             continue
-        if groups and groups[-1][0] == role:
+        if groups and merges(groups[-1][0], role):
             groups[-1][1].extend(mapped)
         else:
             groups.append((role, list(mapped)))
@@ -273,12 +342,22 @@ def _group_pieces(groups: Sequence[Group], base: int, marks: set[tuple[int, int]
     """The bytes of each wire message (``groups`` are groups ``base``, ``base + 1``...)."""
     pieces = []
     for g, (role, blocks) in enumerate(groups, start=base):
-        content = json_array(
-            # The block is frozen log data already: only the marker is new.
-            encode_trusted({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
-            for j, b in enumerate(blocks)
+        string = _as_string(role, blocks)
+        content = (
+            encode_trusted(string)
+            if string is not None
+            else json_array(
+                # The block is frozen log data already: only the marker is new.
+                encode_trusted({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
+                for j, b in enumerate(blocks)
+            )
         )
-        pieces.append(b'{"role":' + encode_trusted(role) + b',"content":' + content + b"}")
+        extra = b""
+        if isinstance(role, WireRole) and role.extra:
+            extra = b"," + encode_trusted(role.extra)[1:-1]
+        pieces.append(
+            b'{"role":' + encode_trusted(str(role)) + b',"content":' + content + extra + b"}"
+        )
     return pieces
 
 
@@ -338,6 +417,8 @@ def _tail_breakpoints(groups: Sequence[Group], base: int, assistant: int) -> set
 
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     # Schema key order is the user's: a provider caches rendered tokens.
+    if "parameters" not in tool and tool.get("type") not in (None, "custom"):
+        return dict(tool)  # a server tool (web_search_*, code_execution_*...): as given
     out: dict[str, Any] = {"name": tool["name"]}
     if "description" in tool:
         out["description"] = tool["description"]
@@ -354,15 +435,25 @@ def _map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Blo
     blocks: list[Block] = []
     for i, block in enumerate(message["content"]):
         at = f"{where}.content[{i}]"
-        mapped = _map_block(role, block, at)
+        mapped = _map_block("user" if role == "system" else role, block, at)
         if mapped is not None:
             frozen = freeze_faithful(mapped, path=at)
             blocks.append((frozen, encode(frozen)))
-    return wire_role, tuple(blocks)
+    return _role(wire_role, message), tuple(blocks)
 
 
 def _map_block(role: str, block: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    mapped = _map_known(role, block, where)
+    extra = block.get("extra")
+    if mapped is not None and extra:
+        mapped.update(extra)
+    return mapped
+
+
+def _map_known(role: str, block: Mapping[str, Any], where: str) -> dict[str, Any] | None:
     btype = block["type"]
+    if btype == "wire" and block["wire"] == "anthropic":
+        return dict(block["block"])
     if btype == "text" and not block["text"].strip():
         # The API answers 400 "messages: text content blocks must be non-empty"
         # or "... must contain non-whitespace text"; such a block says nothing.
@@ -404,11 +495,17 @@ def _map_block(role: str, block: Mapping[str, Any], where: str) -> dict[str, Any
 
 
 def _tool_result_part(part: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any]
     if part.get("type") == "text":
-        return {"type": "text", "text": part["text"]}
-    if part.get("type") == "image":
-        return _image(part)
-    raise refuse_block("anthropic", "tool", part, where)
+        out = {"type": "text", "text": part["text"]}
+    elif part.get("type") == "image":
+        out = _image(part)
+    elif part.get("type") == "wire" and part.get("wire") == "anthropic":
+        out = dict(part["block"])
+    else:
+        raise refuse_block("anthropic", "tool", part, where)
+    out.update(part.get("extra") or {})
+    return out
 
 
 def _image(block: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@ checkers, the proxy and the CLI share (internal: docs/architecture.md).
 """
 
 from tapelog.llm._anthropic_stream import AnthropicStreamParser
-from tapelog.llm._anthropic_wire import AnthropicWire
+from tapelog.llm._anthropic_wire import AnthropicWire, merges, role_shape
 from tapelog.llm._assemble import assemble_message
 from tapelog.llm._clients import ANTHROPIC_VERSION
 from tapelog.llm._http import resolve_api_key
@@ -20,6 +20,7 @@ from tapelog.llm._provider_registry import (
 from tapelog.llm._registry import client_wire, wire_for, wire_named
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
+from tapelog.llm._wire_common import logged_target
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -37,9 +38,12 @@ __all__ = [
     "default_model",
     "estimate_tokens",
     "known_providers",
+    "logged_target",
+    "merges",
     "provider_spec",
     "register_in_process_transport",
     "resolve_api_key",
+    "role_shape",
     "usage_prompt_tokens",
     "wire_for",
     "wire_named",

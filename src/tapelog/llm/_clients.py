@@ -31,6 +31,7 @@ from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._pieces import BodyCache
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, LlmRequest
+from tapelog.llm._wire_common import logged_target
 from tapelog.log._api import FrozenDict, has_secrets
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient"]
@@ -106,12 +107,13 @@ class _SseClient:
         if body is None:
             body = self.wire.encode_body(request, cache=self.cache)
         parser = self._parser()
+        url, headers = logged_target(request.header.config, self._url(), self._headers(key))
         guard = SecretGuard(active=has_secrets())
         events = stream_sse(
             self.http,
             provider=self.provider,
-            url=self._url(),
-            headers=self._headers(key),
+            url=url,
+            headers=headers,
             body=body,
             abort=abort,
             secret=key,

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from tapelog._errors import EventError
 
-__all__ = ["HEADER_REASONS", "check_blocks", "check_payload"]
+__all__ = ["HEADER_REASONS", "MESSAGE_ROLES", "check_blocks", "check_payload"]
 
 HEADER_REASONS: Final = ("initial", "resume", "fallback")
 
@@ -75,6 +75,7 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "tool_call": (("id", str), ("name", str), ("arguments", str)),
     "tool_result": (("tool_call_id", str), ("content", (str, list)), ("is_error", bool)),
     "image": (("media_type", str),),
+    "wire": (("wire", str), ("block", dict)),
 }
 
 
@@ -97,6 +98,8 @@ def check_blocks(content: Any, where: str) -> None:
                 raise EventError(f"{at}.{key} is required in a {btype} block")
             if not isinstance(block[key], kind):
                 raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
+        if "extra" in block and not isinstance(block["extra"], dict):
+            raise EventError(f"{at}.extra must be an object (the wire block's other fields)")
         if btype == "reasoning":
             for key in ("signature", "data"):
                 if key in block and not isinstance(block[key], str):
@@ -161,9 +164,28 @@ def _seqs(etype: str, value: Any, where: str) -> None:
         raise _fail(etype, f"{where} must be a list of seqs (non-negative integers)")
 
 
+MESSAGE_ROLES: Final = ("system", "developer")
+"""The roles a ``user/message`` may name in ``data.role``: a model-visible
+instruction a client put in its history (the message keeps that role)."""
+
+
+def _message_form(etype: str, data: Mapping[str, Any]) -> None:
+    """``data.content_string``: the client sent the content as one string;
+    ``data.extra``: the client message's other fields, sent after its content."""
+    _optional(etype, data, "extra", dict)
+    if _optional(etype, data, "content_string", bool) and (
+        len(data["content"]) != 1 or data["content"][0].get("type") != "text"
+    ):
+        raise _fail(etype, "data.content_string needs content of exactly one text block")
+
+
 def _message(etype: str, data: Mapping[str, Any]) -> None:
     check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
     _check_source(etype, data)
+    role = _optional(etype, data, "role", str)
+    if role is not None and role not in MESSAGE_ROLES:
+        raise _fail(etype, f"data.role must be one of {', '.join(MESSAGE_ROLES)}, got {role!r}")
+    _message_form(etype, data)
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:
@@ -184,6 +206,7 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
         _check_usage(etype, data["usage"], "data.usage")
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
+    _message_form(etype, data)
 
 
 def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
@@ -200,6 +223,7 @@ def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
     if isinstance(content, list):
         check_blocks(content, f"{etype}: data.content")
     _need(etype, data, "is_error", bool)
+    _optional(etype, data, "extra", dict)
     if "error" in data and not isinstance(data["error"], (str, dict)):
         raise _fail(etype, "data.error must be a string or an object")
 

@@ -28,11 +28,11 @@ def derive_event_message(event: Event) -> FrozenDict | None:
     data = event.data
     etype = event.type
     if etype == "user/message" or etype == "context/message":
-        return _message("user", data["content"])
+        return _message(data.get("role", "user"), data["content"], data)
     if etype == "assistant/message":
         if not data["content"]:
             return None
-        return _message("assistant", data["content"])
+        return _message("assistant", data["content"], data)
     if etype == "tool/result":
         block = {
             "type": "tool_result",
@@ -40,15 +40,22 @@ def derive_event_message(event: Event) -> FrozenDict | None:
             "content": data["content"],
             "is_error": data["is_error"],
         }
-        return _message("tool", [block])
+        if "extra" in data:
+            block["extra"] = data["extra"]
+        return _message("tool", [block], data)
     return None
 
 
-def _message(role: str, content: Any) -> FrozenDict:
+def _message(role: str, content: Any, data: Any) -> FrozenDict:
     # Built from an event's frozen data only: no second validating walk, and
     # no redaction (a message is derived from the log, so it must be exactly
     # what the log says whatever secrets this process has registered).
-    message: FrozenDict = freeze_trusted({"role": role, "content": content})
+    out = {"role": role, "content": content}
+    if data.get("content_string"):
+        out["content_string"] = True
+    if role != "tool" and "extra" in data:
+        out["extra"] = data["extra"]
+    message: FrozenDict = freeze_trusted(out)
     return message
 
 

@@ -211,6 +211,8 @@ class Exchange:
                 "content": block["content"],
                 "is_error": block["is_error"],
             }
+            if "extra" in block:
+                data["extra"] = block["extra"]
             return session.append("tool/result", data, surface_op=op)
         if role == "assistant":
             data = {
@@ -219,9 +221,16 @@ class Exchange:
                 "content": content,
                 "source": {**self.source, **_CLIENT_SOURCE},
             }
-            return session.append("assistant/message", data, surface_op=op)
-        data = {"content": content, "source": _CLIENT_SOURCE}
-        return session.append("user/message", data, surface_op=op)
+        else:
+            data = {"content": content, "source": _CLIENT_SOURCE}
+            if role != "user":
+                data["role"] = role  # a system (or developer) message the client sent
+        if message.get("content_string"):
+            data["content_string"] = True
+        if "extra" in message:
+            data["extra"] = message["extra"]
+        etype = "assistant/message" if role == "assistant" else "user/message"
+        return session.append(etype, data, surface_op=op)
 
     def abandon(self, error: dict[str, Any]) -> None:
         """End a turn that failed before its ``step/start`` (nothing was sent)."""

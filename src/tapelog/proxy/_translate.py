@@ -42,7 +42,7 @@ from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.cache._api import wire_profile_named
-from tapelog.llm._api import AnthropicWire, wire_for
+from tapelog.llm._api import AnthropicWire, role_shape, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
@@ -109,9 +109,18 @@ class Translator:
         self._previous: dict[bytes, Translated] = {}
         self._recent: list[Messages] = []  # newest last, at most ``_RECENT``
 
-    def parse(self, family: Family, body: Mapping[str, Any]) -> ClientRequest:
-        """The header part and raw messages of a client body of ``family``."""
-        return parse_anthropic(body) if family == "anthropic" else parse_openai(body)
+    def parse(
+        self,
+        family: Family,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+        query: str = "",
+    ) -> ClientRequest:
+        """The header part and raw messages of a client body of ``family``
+        (``headers``, ``query``: the client's request headers and query string)."""
+        if family == "anthropic":
+            return parse_anthropic(body, headers, query)
+        return parse_openai(body)
 
     def _miss(self, key: bytes, family: Family, message: Any, where: str) -> Translated:
         """Translate a message not in the cache, and keep it there."""
@@ -232,12 +241,16 @@ class Translator:
     ) -> EpochHeader:
         """The request header: the client's model, options, extras, system and
         tools, and (OpenAI) the reasoning send-back rule; checked like a logged one."""
-        wire: dict[str, Any] = {}
+        wire: dict[str, Any] = dict(request.wire)
         if request.family == "openai":
-            wire = self._send_back(request.model, rules, current)
+            wire.update(self._send_back(request.model, rules, current))
         try:
             config = self.upstream.config(
-                model=request.model, **request.options, extras=request.extras, wire=wire
+                model=request.model,
+                **request.options,
+                extras=request.extras,
+                wire=wire,
+                headers=request.headers,
             )
             header = EpochHeader(config=config, system=request.system, tools=request.tools)
             # Validated as a logged header is: a value of the wrong type fails here.
@@ -282,7 +295,7 @@ class Translator:
 
             def piece(message: FrozenDict) -> Any:
                 role, blocks = anthropic.message_blocks(message)
-                return role, [b[1] for b in blocks]
+                return role_shape(role), [b[1] for b in blocks]
 
         else:
             openai = wire
