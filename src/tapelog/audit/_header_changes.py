@@ -31,7 +31,7 @@ __all__ = [
     "tool_positions",
 ]
 
-_NESTED = ("extras", "wire")
+_NESTED = ("extras", "wire", "headers")
 _KEYS_SHOWN = 10
 
 
@@ -92,7 +92,7 @@ def system_change(old: EpochHeader, new: EpochHeader) -> SystemChange | None:
 
 def config_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``key -> (old, new)`` for every config value that differs (``None``: unset);
-    ``extras`` and ``wire`` key by key (``extras.response_format``)."""
+    ``extras``, ``wire`` and ``headers`` key by key (``extras.response_format``)."""
     changes: dict[str, tuple[Any, Any]] = {}
     for key in [*old, *(k for k in new if k not in old)]:
         a, b = old.get(key), new.get(key)

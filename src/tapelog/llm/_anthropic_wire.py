@@ -78,7 +78,9 @@ class AnthropicWire:
     def _fields(self, request: LlmRequest) -> list[tuple[str, Any]]:
         header = request.header
         config = header.config
-        check_extras(config.extras, _RESERVED, self.name)
+        own = _own_markers(config)
+        # With the client's markers, a top-level cache_control is the client's too.
+        check_extras(config.extras, _RESERVED if own else _RESERVED[:-1], self.name)
         for key, extra in (("seed", None), ("reasoning_effort", '{"output_config": {...}}')):
             if getattr(config, key) is not None:
                 hint = f"; put {extra} in config.extras instead" if extra else ""
@@ -91,7 +93,6 @@ class AnthropicWire:
             ("model", config.model),
             ("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens),
         ]
-        own = _own_markers(config)
         system = header.system
         if isinstance(system, str) and own:
             fields.append(
