@@ -18,11 +18,13 @@ from tapelog.emulator._sse import Stream, event_frame, split_even, split_every
 from tapelog.log import decode, encode
 
 __all__ = [
+    "check_signatures",
     "error_body",
     "error_event",
     "error_type",
     "message_body",
     "overflow_body",
+    "sign",
     "stop_reason",
     "stream_frames",
     "usage_of",
@@ -68,10 +70,40 @@ def usage_of(outcome: CacheOutcome, reply: Reply, *, output: int | None = None) 
     }
 
 
+_SIGNED = "emu-"
+"""The prefix of a signature this emulator made (and so can check)."""
+
+
+def sign(thinking: str) -> str:
+    """The emulator's signature of a thinking block's text: a digest of it, so a
+    block sent back with its text or signature altered no longer matches."""
+    return _SIGNED + hashlib.sha256(thinking.encode("utf-8")).hexdigest()[:32]
+
+
+def check_signatures(messages: Any) -> str | None:
+    """The API's 400 for a thinking block sent back altered (its text or its
+    signature): ``messages.N.content.M: Invalid `signature` in `thinking` block``.
+    Only signatures this emulator made are checked (a scripted ``signature``
+    is the script's own: the emulator cannot know what it signs)."""
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        for number, block in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(block, dict) or block.get("type") != "thinking":
+                continue
+            signature, thinking = block.get("signature"), block.get("thinking")
+            if not isinstance(signature, str) or not isinstance(thinking, str):
+                continue
+            if signature.startswith(_SIGNED) and signature != sign(thinking):
+                return f"messages.{index}.content.{number}: Invalid `signature` in `thinking` block"
+    return None
+
+
 def _signature(reply: Reply) -> str:
     if reply.signature is not None:
         return reply.signature
-    return "emu-" + hashlib.sha256(reply.reasoning.encode("utf-8")).hexdigest()[:32]
+    return sign(reply.reasoning)
 
 
 def _input_object(arguments: str) -> Any:

@@ -194,6 +194,7 @@ class _Anthropic:
         profile = wire_profile_named("anthropic")
         return (
             check_anthropic_turns(body["messages"])
+            or anthropic.check_signatures(body["messages"])
             or check_tool_history(body, profile)
             or check_forced_tool(body, profile)
             or check_response_format(body, profile)
