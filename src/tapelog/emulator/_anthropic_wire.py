@@ -18,6 +18,7 @@ from tapelog.emulator._sse import Stream, event_frame, split_even, split_every
 from tapelog.log import decode, encode
 
 __all__ = [
+    "cache_creation",
     "check_signatures",
     "error_body",
     "error_event",
@@ -60,13 +61,42 @@ def stop_reason(reply: Reply) -> str:
     return _STOP[reply.finish_reason]
 
 
-def usage_of(outcome: CacheOutcome, reply: Reply, *, output: int | None = None) -> dict[str, Any]:
-    """``input_tokens`` counts only what follows the cache; the three sum to the prompt."""
-    return {
+def usage_of(
+    outcome: CacheOutcome,
+    reply: Reply,
+    *,
+    output: int | None = None,
+    creation: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """``input_tokens`` counts only what follows the cache; the three sum to the
+    prompt. ``creation`` splits the written tokens by TTL (``cache_creation``)."""
+    usage: dict[str, Any] = {
         "input_tokens": outcome.uncached,
         "cache_creation_input_tokens": outcome.write,
         "cache_read_input_tokens": outcome.read,
-        "output_tokens": reply.output_tokens if output is None else output,
+    }
+    if creation is not None:
+        usage["cache_creation"] = creation
+    usage["output_tokens"] = reply.output_tokens if output is None else output
+    return usage
+
+
+def cache_creation(
+    outcome: CacheOutcome, tokens: list[int], ttls: list[str | None]
+) -> dict[str, int]:
+    """The written tokens by TTL, as the API reports them: those up to the last
+    ``1h`` breakpoint went to the 1-hour cache, the rest to the 5-minute one
+    (the API requires every 1h breakpoint before any 5m one)."""
+    end, one_hour = 0, 0
+    for size, ttl in zip(tokens, ttls, strict=True):
+        end += size
+        if ttl == "1h":
+            one_hour = end
+    start = outcome.read
+    hour = max(0, min(one_hour, start + outcome.write) - start)
+    return {
+        "ephemeral_5m_input_tokens": outcome.write - hour,
+        "ephemeral_1h_input_tokens": hour,
     }
 
 
@@ -171,8 +201,15 @@ def _block_events(index: int, start: dict[str, Any], deltas: list[dict[str, Any]
     return frames
 
 
-def stream_frames(reply: Reply, outcome: CacheOutcome, *, id: str, model: str) -> Stream:
-    start_usage = usage_of(outcome, reply, output=1)
+def stream_frames(
+    reply: Reply,
+    outcome: CacheOutcome,
+    *,
+    id: str,
+    model: str,
+    creation: dict[str, int] | None = None,
+) -> Stream:
+    start_usage = usage_of(outcome, reply, output=1, creation=creation)
     start = {
         "type": "message_start",
         "message": _message(reply, start_usage, id=id, model=model, done=False),
@@ -199,7 +236,7 @@ def stream_frames(reply: Reply, outcome: CacheOutcome, *, id: str, model: str) -
     delta = {
         "type": "message_delta",
         "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
-        "usage": usage_of(outcome, reply),
+        "usage": usage_of(outcome, reply, creation=creation),
     }
     closing = [
         event_frame("message_delta", delta),

@@ -304,7 +304,7 @@ class Emulator:
         reply = entry if isinstance(entry, Reply) else Reply()
         reply = _with_ids(with_output(reply, forced_tool(body)), dialect.tool_id_prefix, number)
         outcome = self._account(rule, prompt, reply)
-        usage = dialect.usage(outcome, reply)
+        usage = dialect.usage(outcome, reply, body)
         meta = Meta(number, int(self._clock()), body["model"])
         if not stream:
             self._record(request, raw, rule, 200, usage, reply)

@@ -16,6 +16,7 @@ from tapelog._errors import JsonValueError
 from tapelog.cache._api import (
     CacheOutcome,
     SegmentSource,
+    anthropic_marker_ttls,
     anthropic_sources,
     count_cache_controls,
     openai_sources,
@@ -61,7 +62,9 @@ class Dialect(Protocol):
     def check(self, body: Mapping[str, Any]) -> str | None: ...
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]: ...
     def summarize(self, body: Mapping[str, Any]) -> Conversation: ...
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]: ...
+    def usage(
+        self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
     def error(
         self, status: int, message: str, kind: str | None, request_id: str, code: str | None
     ) -> bytes:
@@ -132,7 +135,7 @@ class _OpenAi:
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
         return summarize_openai(body["messages"])
 
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
+    def usage(self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
         return openai.usage_of(outcome, reply, deepseek=self.deepseek)
 
     def error(
@@ -206,8 +209,8 @@ class _Anthropic:
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
         return summarize_anthropic(body["messages"])
 
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
-        return anthropic.usage_of(outcome, reply)
+    def usage(self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
+        return anthropic.usage_of(outcome, reply, creation=_creation(outcome, body))
 
     def error(
         self, status: int, message: str, kind: str | None, request_id: str, code: str | None
@@ -231,8 +234,20 @@ class _Anthropic:
         usage: dict[str, Any],
         meta: Meta,
     ) -> tuple[Stream, dict[str, Any] | None]:
-        frames = anthropic.stream_frames(reply, outcome, id=_message_id(meta), model=meta.model)
+        frames = anthropic.stream_frames(
+            reply,
+            outcome,
+            id=_message_id(meta),
+            model=meta.model,
+            creation=_creation(outcome, body),
+        )
         return frames, usage
+
+
+def _creation(outcome: CacheOutcome, body: Mapping[str, Any]) -> dict[str, int]:
+    """The written tokens by the TTL of the breakpoints that wrote them."""
+    tokens = [s.tokens for s in anthropic_sources(body)]
+    return anthropic.cache_creation(outcome, tokens, anthropic_marker_ttls(body))
 
 
 def _message_id(meta: Meta) -> str:
