@@ -210,8 +210,9 @@ def _own_markers(config: Any) -> bool:
 class WireRole(str):
     """The role of a wire message that is one client message with fields of
     its own: its content sent as a string (``content_string``) and the
-    message's other fields (``extra``, sent after ``content``). Such a message
-    never merges with a neighbour of the same role: the client sent it alone."""
+    message's other fields (``extra``, sent after ``content``; logged even when
+    empty for a message that follows one of its role). Such a message never
+    merges with a neighbour of the same role: the client sent it alone."""
 
     string: bool
     extra: Mapping[str, Any]
@@ -219,7 +220,7 @@ class WireRole(str):
 
 def _role(role: str, message: Mapping[str, Any]) -> str:
     string, extra = bool(message.get("content_string")), message.get("extra")
-    if not string and not extra:
+    if not string and extra is None:
         return role
     out = WireRole(role)
     out.string, out.extra = string, extra or {}

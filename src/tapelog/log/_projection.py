@@ -53,7 +53,7 @@ def _message(role: str, content: Any, data: Any) -> FrozenDict:
     out = {"role": role, "content": content}
     if data.get("content_string"):
         out["content_string"] = True
-    if role != "tool" and "extra" in data:
+    if role != "tool" and "extra" in data:  # even empty: a message of its own
         out["extra"] = data["extra"]
     message: FrozenDict = freeze_trusted(out)
     return message

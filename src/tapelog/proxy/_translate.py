@@ -35,7 +35,7 @@ client keeps needs no header change later), then the dialect's default.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
@@ -43,7 +43,14 @@ from typing import Any
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.cache._api import wire_profile_named
 from tapelog.llm._api import AnthropicWire, role_shape, wire_for
-from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
+from tapelog.log._api import (
+    EpochHeader,
+    FrozenDict,
+    FrozenList,
+    encode_trusted,
+    freeze,
+    header_from_json,
+)
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
 from tapelog.proxy._normal import first_difference
@@ -210,12 +217,12 @@ class Translator:
                         "differently from an earlier assistant message; the log's wire sends it "
                         "back by one rule for the whole request"
                     )
+            found = done.messages
             if anthropic:
                 role = message.get("role")
                 if role == previous_role:
-                    _check_merge(neutral, done, f"messages[{i}]")
+                    found = _alone(found)
                 previous_role = role
-            found = done.messages
             if len(found) == 1:
                 neutral.append(found[0])
                 keys.append(done.keys[0])
@@ -314,13 +321,11 @@ class Translator:
         return same
 
 
-def _check_merge(neutral: Sequence[FrozenDict], done: Translated, where: str) -> None:
-    """Two Anthropic messages of one role in a row are one message to the API;
-    the log's wire merges them too, putting tool results first, so a later
-    message's tool results may not follow an earlier one's other blocks."""
-    if neutral and neutral[-1]["role"] == "user" and done.messages[0]["role"] == "tool":
-        raise ProxyError(
-            f"{where} follows a user message with tool results; the API reads the two as one "
-            "message whose tool results must come first, so send them in one message, "
-            "tool results first"
-        )
+def _alone(messages: tuple[FrozenDict, ...]) -> tuple[FrozenDict, ...]:
+    """A client message that follows one of its role, kept a message of its own:
+    its first neutral message gets an ``extra`` (empty when it has none), which
+    the Anthropic wire never merges with the message before it."""
+    first = messages[0]
+    if "extra" in first:
+        return messages
+    return (freeze({**first, "extra": {}}), *messages[1:])

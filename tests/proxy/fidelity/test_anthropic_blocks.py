@@ -146,3 +146,16 @@ async def test_messages_keep_their_own_fields_and_string_content(tmp_path: Path)
     carried = await carry(tmp_path, body(messages))
     roles = [n["role"] for _, n in carried.session.history()]
     assert roles == ["user", "system", "assistant", "user", "assistant"]
+
+
+async def test_two_messages_of_one_role_in_a_row_stay_two(tmp_path: Path) -> None:
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "1"}
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]},
+        {"role": "assistant", "content": [USE]},
+        {"role": "user", "content": [result]},
+        {"role": "user", "content": "and a note"},
+    ]
+    carried = await carry(tmp_path, body(messages, tools=[TOOL]))
+    assert len(decode(carried.emulator.received[0].body)["messages"]) == 5
