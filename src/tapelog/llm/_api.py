@@ -2,8 +2,9 @@
 checkers, the proxy and the CLI share (internal: docs/architecture.md).
 """
 
+from tapelog.llm._anthropic_blocks import merges, role_shape
 from tapelog.llm._anthropic_stream import AnthropicStreamParser
-from tapelog.llm._anthropic_wire import AnthropicWire, merges, role_shape
+from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._assemble import assemble_message
 from tapelog.llm._clients import ANTHROPIC_VERSION
 from tapelog.llm._http import resolve_api_key
