@@ -86,7 +86,7 @@ def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
 SYSTEM = st.one_of(st.none(), WORD, st.lists(TEXT, min_size=1, max_size=3))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(conversations(), SYSTEM, st.dictionaries(st.sampled_from(["thinking", "metadata"]), VALUE))
 def test_the_upstream_body_parses_equal_to_the_clients(
     messages: list[dict[str, Any]], system: Any, top: dict[str, Any]
