@@ -89,9 +89,13 @@ def map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Bloc
 
 def _map_block(role: str, block: Mapping[str, Any], where: str) -> dict[str, Any] | None:
     mapped = _map_known(role, block, where)
+    if mapped is None:
+        return None
     extra = block.get("extra")
-    if mapped is not None and extra:
+    if extra:
         mapped.update(extra)
+    for key in block.get("omit", ()):
+        mapped.pop(key, None)  # a field the client left out (a result without content)
     return mapped
 
 

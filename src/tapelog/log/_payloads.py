@@ -224,6 +224,9 @@ def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
         check_blocks(content, f"{etype}: data.content")
     _need(etype, data, "is_error", bool)
     _optional(etype, data, "extra", dict)
+    omit = _optional(etype, data, "omit", list)
+    if omit is not None and not all(isinstance(k, str) for k in omit):
+        raise _fail(etype, "data.omit must be a list of field names")
     if "error" in data and not isinstance(data["error"], (str, dict)):
         raise _fail(etype, "data.error must be a string or an object")
 

@@ -40,8 +40,9 @@ def derive_event_message(event: Event) -> FrozenDict | None:
             "content": data["content"],
             "is_error": data["is_error"],
         }
-        if "extra" in data:
-            block["extra"] = data["extra"]
+        for key in ("extra", "omit"):
+            if key in data:
+                block[key] = data[key]
         return _message("tool", [block], data)
     return None
 

@@ -57,6 +57,9 @@ _OWN: Final = frozenset({"stream"})
 _MAPPED: Final = frozenset({"model", "messages", "system", "tools", "stop_sequences", *_OPTIONS})
 _WIRE: Final = AnthropicWire()
 _ROLES: Final = ("user", "assistant", "system")
+_OMITTABLE: Final = frozenset({"content"})
+"""Fields of the wire's block a client may leave out (``omit``): a tool result's
+content (the API reads a missing one as empty)."""
 
 
 def _refuse(message: str) -> ProxyError:
@@ -169,11 +172,16 @@ def _carried(role: str, block: Mapping[str, Any], neutral: dict[str, Any] | None
     if neutral is None:
         return None
     sent = _sent(role, neutral)
-    if sent is None or any(k not in block for k in sent):
+    if sent is None:
+        return None
+    omit = [k for k in sent if k not in block]
+    if any(k not in _OMITTABLE for k in omit):
         return None
     extra = {k: v for k, v in block.items() if k not in sent or sent[k] != v}
     if extra:
         neutral["extra"] = extra
+    if omit:
+        neutral["omit"] = omit
     return neutral
 
 

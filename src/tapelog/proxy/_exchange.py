@@ -211,8 +211,9 @@ class Exchange:
                 "content": block["content"],
                 "is_error": block["is_error"],
             }
-            if "extra" in block:
-                data["extra"] = block["extra"]
+            for key in ("extra", "omit"):
+                if key in block:
+                    data[key] = block[key]
             return session.append("tool/result", data, surface_op=op)
         if role == "assistant":
             data = {

@@ -114,6 +114,7 @@ async def test_an_assistant_block_in_history_is_carried(tmp_path: Path, name: st
 RESULTS: dict[str, dict[str, Any]] = {
     "is_error false and a marker": {"is_error": False, "cache_control": MARK, "content": "1"},
     "is_error true": {"is_error": True, "content": "boom"},
+    "no content": {},
     "content blocks of every kind": {
         "content": [
             {"type": "text", "text": "see", "cache_control": {"type": "ephemeral"}},
