@@ -175,18 +175,14 @@ class AnthropicWire:
 
     def encode_parts(self, request: LlmRequest, *, cache: BodyCache | None = None) -> Parts:
         """:meth:`encode_body` as the byte parts it joins."""
-        if not _own_markers(request.header.config):
-            # The client's markers, already in the blocks: no breakpoint
-            # bookkeeping, every message as its blocks say.
-            members = self._members(request)
-            groups = self.groups(request, cache)
-            parts = _extend([], _group_pieces(groups, 0, set()))
-        elif cache is None:
+        own = _own_markers(request.header.config)
+        if cache is None:
+            # With the client's markers (not ``own``) they are in the blocks already.
             members = self._members(request)
             groups = self.groups(request, None)
-            parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups)))
+            parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups) if own else set()))
         else:
-            parts = _cached_parts(request, cache)
+            parts = _cached_parts(request, cache, own)
             members = cache.head(request.header.canonical_bytes(), lambda: self._members(request))
         messages: Parts = [b"[", *parts, b"]"]
         return object_parts((k, messages if v is None else v) for k, v in members)
@@ -225,7 +221,7 @@ def _nothing_stable() -> _Stable:
     return _Stable(groups=0, start=0, assistant=-1, role=None, blob=bytearray())
 
 
-def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
+def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[bytes]:
     """The inside of the messages array, with the groups the previous request
     of this session kept (:class:`_Stable`) reused as they are.
 
@@ -255,7 +251,8 @@ def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
         groups, firsts = _grouped(messages, seqs, 0, cache)
         assistant = _last_assistant(groups, 0, -1)
     base = stable.groups
-    pieces = _group_pieces(groups, base, _tail_breakpoints(groups, base, assistant))
+    marks = _tail_breakpoints(groups, base, assistant) if own else set()
+    pieces = _group_pieces(groups, base, marks)
     last = base + len(groups) - 1
     keep = max(base, min(last, assistant - 1) if assistant >= 1 else last) - base
     # The stable bytes only ever grow within a session: extend them in place
