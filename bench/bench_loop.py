@@ -1,11 +1,14 @@
 """Benchmark of the agent loop's own cost and of cache efficiency; prints one JSON object.
 
-    .venv/bin/python bench/bench_loop.py [--wire openai|anthropic]
+    .venv/bin/python bench/bench_loop.py [--wire openai|anthropic|responses]
 
 ``--wire`` picks the body the loop encodes at the edge: ``openai`` (the
-default: the DeepSeek dialect of the OpenAI-compatible wire) or ``anthropic``
-(the Anthropic Messages wire, with its grouping and cache breakpoints). The
-output names it (``wire``); ``demo_cache`` is the demo's own workload either way.
+default: the DeepSeek dialect of the OpenAI-compatible wire), ``anthropic``
+(the Anthropic Messages wire, with its grouping and cache breakpoints) or
+``responses`` (the OpenAI Responses API: ``provider="openai"`` with
+``config.wire.api = "responses"``; each reply also carries a reasoning item
+with a 400-character ``encrypted_content``, sent back on every later request).
+The output names it (``wire``); ``demo_cache`` is the demo's own workload either way.
 
 ``loop``: what a step costs the loop itself, everything but the provider.
   The real :class:`tapelog.agent.Agent` (``check=False``) drives one growing
@@ -80,7 +83,7 @@ from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cache._api import Segment, chain_segments, openai_sources
 from tapelog.cli._demo import _run_demo
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire
+from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire, ResponsesWire
 from tapelog.llm._types import normalise_usage
 from tapelog.log import decode
 from tapelog.log._api import (
@@ -99,14 +102,16 @@ RUNS = 5
 ENCODE_REPEATS = 30
 WINDOW = 5  # turns averaged around each measured step
 DEEPSEEK_UNIT = 64
-WIRES = ("openai", "anthropic")
+WIRES = ("openai", "anthropic", "responses")
 CHECK_MESSAGES = (100, 1_000, 10_000)  # history sizes for the checker's cost
 CHECK_RUNS = 3
 # Per wire: the provider the config names and the model it asks for.
 _TARGETS = {
     "openai": ("deepseek", "deepseek-chat"),
     "anthropic": ("anthropic", "claude-sonnet-4-5"),
+    "responses": ("openai", "gpt-5-mini"),
 }
+_WIRE_OPTIONS = {"responses": {"api": "responses"}}  # config.wire per bench wire
 
 SYSTEM = "\n".join(
     f"Rule {i}: read the relevant file before answering and cite what you read." for i in range(40)
@@ -144,9 +149,24 @@ def word_count(text: str) -> int:
 # --- the loop ----------------------------------------------------------------
 
 
-def _canned(step: int) -> list[FrozenDict]:
+def _reasoning_item(step: int) -> list[dict[str, Any]]:
+    """A Responses reasoning item as the stream parser emits it: summary text,
+    then the done item's fields (the encrypted content goes back every request)."""
+    summary = f"Step {step}: look up the note."
+    item = {
+        "id": f"rs_{step}",
+        "summary": [{"type": "summary_text", "text": summary}],
+        "encrypted_content": "gAAAAB" + f"{step:08d}" * 49 + "==",
+    }
+    return [
+        {"kind": "reasoning", "text": summary, "index": 0},
+        {"kind": "reasoning_item", "index": 0, "item": item},
+    ]
+
+
+def _canned(step: int, wire: str) -> list[FrozenDict]:
     """The chunks of global step ``step`` (1-based): tool steps, then an answer."""
-    chunks: list[dict[str, Any]] = []
+    chunks: list[dict[str, Any]] = _reasoning_item(step) if wire == "responses" else []
     position = (step - 1) % STEPS_PER_TURN
     if position < STEPS_PER_TURN - 1:
         chunks.append({"kind": "text", "text": "Let me look that up."})
@@ -168,7 +188,13 @@ def _canned(step: int) -> list[FrozenDict]:
     return frozen
 
 
-Wire = OpenAIWire | AnthropicWire
+Wire = OpenAIWire | AnthropicWire | ResponsesWire
+
+
+def _wire(name: str) -> Wire:
+    if name == "openai":
+        return OpenAIWire(dialect="deepseek")
+    return AnthropicWire() if name == "anthropic" else ResponsesWire()
 
 
 class InstantClient:
@@ -176,9 +202,9 @@ class InstantClient:
 
     def __init__(self, steps: int, wire: str) -> None:
         self.provider = _TARGETS[wire][0]
-        self.wire: Wire = OpenAIWire(dialect="deepseek") if wire == "openai" else AnthropicWire()
+        self.wire: Wire = _wire(wire)
         self.cache = BodyCache()  # the Agent adopts it: one encode per surface node
-        self.replies = [_canned(step) for step in range(1, steps + STEPS_PER_TURN + 1)]
+        self.replies = [_canned(step, wire) for step in range(1, steps + STEPS_PER_TURN + 1)]
         self.requests: list[LlmRequest] = []
         self.called: list[float] = []  # when each request reached the edge
 
@@ -203,7 +229,9 @@ async def _grow(
         marks.append(time.perf_counter())
 
     provider, model = _TARGETS[wire]
-    config = LlmCallConfig(provider=provider, model=model, max_tokens=1024)
+    config = LlmCallConfig(
+        provider=provider, model=model, max_tokens=1024, wire=_WIRE_OPTIONS.get(wire, {})
+    )
     agent = Agent(
         Session(),
         client,

@@ -39,6 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "export": {"log", "cache", "request", "llm", "checker", "audit"},
     # The live view reads stores and renders the report's views.
     "serve": {"log", "cache", "request", "llm", "checker", "store", "audit"},
+    # Durable turns run the agent on a store's session, on DBOS's queue.
+    "dbos": {"log", "cache", "request", "llm", "checker", "agent", "store"},
 }
 
 

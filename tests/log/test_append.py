@@ -108,8 +108,8 @@ PAYLOAD_CASES: list[tuple[str, Any, type[TapelogError], str]] = [
         "user/message",
         _with("user/message", content=[{"type": "video"}]),
         EventError,
-        "user/message: data.content[0].type must be one of image, reasoning, text, tool_call, "
-        "tool_result, wire, got 'video'",
+        "user/message: data.content[0].type must be one of image, item, openai_part, reasoning, "
+        "text, tool_call, tool_result, wire, got 'video'",
     ),
     (
         "user/message",

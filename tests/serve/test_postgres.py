@@ -7,10 +7,14 @@ filled by ``tapelog demo --store postgresql://...`` twice and a fork.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from starlette.testclient import TestClient
 
@@ -78,6 +82,58 @@ def test_a_session_that_gains_events_shows_them_within_2_s(
     log = HandLog("live-pg", tool="lookup")
     log.ask("first question", "first answer")
     check_live(watched, base, pg[1], log)
+
+
+_TESTS = Path(__file__).resolve().parents[1]
+
+
+def _follower_activity(store: PostgresStore) -> dict[int, Any]:
+    """When each connection that follows a session of ``store`` last ran a query
+    (``pg_stat_activity``: a follower's last query reads the rows after a seq)."""
+    query = "SELECT pid, state_change FROM pg_stat_activity WHERE query LIKE %s"
+    pattern = f'%FROM "{store.schema}".events WHERE session_id = $1 AND seq >= $2%'
+    with psycopg.connect(store.conninfo, autocommit=True) as conn:
+        return dict(conn.execute(query, (pattern,)).fetchall())
+
+
+def test_a_writer_in_another_process_is_shown_when_it_notifies_not_by_polling(
+    watched: Watched, base: str, pg: Any
+) -> None:
+    _, store, _ = pg
+    page = watched.page
+    argv = [sys.executable, "-m", "serve._live_writer", store.conninfo, store.schema, "live-proc"]
+    with subprocess.Popen(
+        argv, cwd=_TESTS, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as writer:
+        assert writer.stdin is not None
+        assert writer.stdout is not None
+        try:
+            assert writer.stdout.readline() == "stored\n"
+            page.goto(f"{base}/s/live-proc")
+            page.wait_for_selector("body[data-live='open']", timeout=5000)
+            assert page.locator("[data-total='requests']").inner_text() == "2"
+            page.wait_for_selector("[data-status].status-running", timeout=3000)
+            # Quiet: the page is open, and its follower queries nothing.
+            before = _follower_activity(store)
+            assert before  # the page's follower read once, after LISTEN
+            time.sleep(2.0)
+            assert _follower_activity(store) == before
+            flushed = time.monotonic()
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+            answer, turn = (int(n) for n in writer.stdout.readline().split())
+            page.wait_for_selector(f"#seq-{answer}", timeout=2000)
+            assert time.monotonic() - flushed < 2.0
+            assert page.locator(f"#seq-{turn} .reason").inner_text() == "completed"
+            assert page.locator("[data-total='requests']").inner_text() == "4"
+            after = _follower_activity(store)
+            assert any(after[pid] != when for pid, when in before.items() if pid in after)
+        finally:
+            writer.stdin.write("done\n")
+            writer.stdin.flush()
+        assert writer.wait(timeout=30) == 0
+    page.wait_for_selector("[data-status].status-ended", timeout=3000)
+    assert watched.errors == []
 
 
 def test_everything_but_live_updates_works_without_javascript(

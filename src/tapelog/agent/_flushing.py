@@ -1,7 +1,7 @@
 """Making the log durable without holding the caller's event loop.
 
 A store flush is blocking I/O: one ``write`` + ``fsync`` for the JSONL store,
-one ``COPY`` transaction for PostgreSQL, a few milliseconds on a good disk and
+one insert transaction for PostgreSQL, a few milliseconds on a good disk and
 far more on a busy one. The loop flushes before every request, after a step's
 ``tool/call`` events and at turn end, so flushing on the event loop's thread
 would stall every other task of the caller's loop (a web server's requests, a

@@ -194,17 +194,40 @@ class Agent:
             await flush_off_loop(self.writer)
 
     async def run(
-        self, prompt: str | Sequence[Mapping[str, Any]], *, output_type: OutputType | None = None
+        self,
+        prompt: str | Sequence[Mapping[str, Any]],
+        *,
+        output_type: OutputType | None = None,
+        idempotency_key: str | None = None,
     ) -> TurnResult:
         """Run one turn: the prompt, then steps until the model stops calling tools.
 
         With ``output_type`` (a pydantic model class, a JSON schema dict or an
         :class:`OutputSpec`) the answer must match its schema and
         ``TurnResult.output`` is the validated value (see :mod:`tapelog.agent._output`).
+        ``idempotency_key`` is logged with the prompt's ``user/message``, so a
+        caller that may run the same request twice (a durable queue recovering
+        a turn, :mod:`tapelog.dbos`) finds in the log whether it already was.
         """
         # Built (and so validated) first: a prompt that is not lossless JSON is
         # refused before anything is logged, not after an opened turn.
         content = text_blocks(prompt) if isinstance(prompt, str) else freeze(list(prompt))
+        if idempotency_key is not None and not (
+            idempotency_key and isinstance(idempotency_key, str)
+        ):
+            raise TypeError("idempotency_key must be a non-empty string")
+        return await self._one_turn(content, output_type, idempotency_key)
+
+    async def continue_turn(self, *, output_type: OutputType | None = None) -> TurnResult:
+        """Run one turn with no new prompt: the model answers the log as it stands.
+
+        How an interrupted turn goes on (repair closed its step, answering a tool
+        call left without a result by an error result): the model decides what
+        to do about it, e.g. call the tool again; nothing is re-run behind its back.
+        """
+        return await self._one_turn(None, output_type, None)
+
+    async def _one_turn(self, content: Any, output_type: Any, key: str | None) -> TurnResult:
         output = None
         if output_type is not None:  # checked before anything is logged, like the prompt
             output = OutputRun.create(output_type, self.config, self.tools)
@@ -213,7 +236,7 @@ class Agent:
         with self.session.running("turn"):
             self._turn_task, self._output = asyncio.current_task(), output
             try:
-                return await self._run(content)
+                return await self._run(content, key)
             finally:
                 self._turn_task = self._output = None
 
@@ -230,21 +253,24 @@ class Agent:
         (see :mod:`tapelog.agent._sync`); refused inside a running event loop."""
         return self._sync.run(lambda: self.run(prompt, **options), "await agent.run(...)")
 
-    async def _run(self, content: Any) -> TurnResult:
+    async def _run(self, content: Any, key: str | None = None) -> TurnResult:
+        """One turn; ``content`` ``None``: no prompt (:meth:`continue_turn`)."""
         session = self.session
         # Another Agent may have run turns on this session since this one was made.
         self._turn = max(self._turn, last_turn(session)) + 1
         turn = self._turn
         session.append("turn/start", {"turn": turn})
-        session.append(
-            "user/message", {"content": content, "source": {"kind": "user"}}, surface_op="append"
-        )
+        if content is not None:
+            prompt: dict[str, Any] = {"content": content, "source": {"kind": "user"}}
+            if key is not None:
+                prompt["idempotency_key"] = key
+            session.append("user/message", prompt, surface_op="append")
         # One abort handle per turn: an abort between steps (or while a step's
         # request is being prepared) is not lost.
         self._abort = AbortHandle()
         outcome = Outcome(turn=turn)
         try:
-            extra = await call_hook(self.hooks.prompt_submit, content)
+            extra = None if content is None else await call_hook(self.hooks.prompt_submit, content)
             if extra:
                 self.inject(extra, kind="prompt-submit")
             if self._output is not None:

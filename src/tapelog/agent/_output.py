@@ -7,7 +7,8 @@ depends on what the provider's wire can enforce (docs/providers.md,
 "Structured output"):
 
 * ``json_schema`` -- OpenAI-compatible ``response_format: {"type":
-  "json_schema", ...}`` (OpenAI, vLLM, Ollama, the emulator's ``/openai`` route);
+  "json_schema", ...}`` (OpenAI, vLLM, Ollama, the emulator's ``/openai`` route),
+  or ``text: {"format": {"type": "json_schema", ...}}`` on the Responses API;
 * ``json_object`` -- ``response_format: {"type": "json_object"}`` plus the
   schema in a logged instruction (DeepSeek, which has no JSON-schema mode);
 * ``tool`` -- a forced output tool (``final_result``) whose call arguments are
@@ -43,7 +44,7 @@ from tapelog.agent._tools import ToolOutcome, Toolset
 from tapelog.agent._turn import Outcome, final_text
 from tapelog.cache._api import OUTPUT_MODES
 from tapelog.llm import wire_profile
-from tapelog.llm._api import complete_config
+from tapelog.llm._api import ResponsesWire, complete_config, wire_for
 from tapelog.log._api import (
     EpochHeader,
     Event,
@@ -125,6 +126,11 @@ def _anthropic(config: LlmCallConfig) -> bool:
     return wire_profile(config).family == "anthropic"
 
 
+def _responses(config: LlmCallConfig) -> bool:
+    """The config's requests go to the Responses API (``config.wire.api``)."""
+    return isinstance(wire_for(complete_config(config)), ResponsesWire)
+
+
 def _resolve(spec: OutputSpec, config: LlmCallConfig) -> tuple[str, bool]:
     """The mode for the config's wire, and whether the output tool is forced.
 
@@ -187,7 +193,11 @@ class OutputRun:
 
     # --- what the requests carry ---------------------------------------------------------
 
-    def _response_format(self) -> FrozenDict:
+    def _format_field(self, config: LlmCallConfig) -> tuple[str, FrozenDict]:
+        """The body field that asks for the format, and its value: ``response_format``
+        on chat completions, ``text: {"format": ...}`` (the schema's fields flat)
+        on the Responses API."""
+        responses = _responses(config)
         if self._format is None:
             fmt: dict[str, Any] = {"type": "json_object"}
             if self.mode == "json_schema":
@@ -198,19 +208,26 @@ class OutputRun:
                 body["schema"] = schema.schema
                 strict = self.spec.strict
                 body["strict"] = strict_default(schema.schema) if strict is None else strict
-                fmt = {"type": "json_schema", "json_schema": body}
-            self._format = freeze(fmt, path="response_format")
-        return self._format
+                fmt = (
+                    {"type": "json_schema", **body}
+                    if responses
+                    else {"type": "json_schema", "json_schema": body}
+                )
+            self._format = freeze({"format": fmt} if responses else fmt, path="response_format")
+        return ("text" if responses else "response_format"), self._format
 
     def _tool_choice(self, config: LlmCallConfig, others: bool) -> Any:
         if _anthropic(config):
             return {"type": "any"} if others else {"type": "tool", "name": OUTPUT_TOOL}
+        if _responses(config):
+            return "required" if others else {"type": "function", "name": OUTPUT_TOOL}
         return "required" if others else {"type": "function", "function": {"name": OUTPUT_TOOL}}
 
     def extras(self, config: LlmCallConfig, *, others: bool = False) -> dict[str, Any]:
         """The body fields this turn adds to ``config.extras``."""
         if self.mode in ("json_schema", "json_object"):
-            added = {"response_format": self._response_format()}
+            key, value = self._format_field(config)
+            added = {key: value}
         elif self.mode == "tool" and self.force:
             added = {"tool_choice": self._tool_choice(config, others)}
         else:

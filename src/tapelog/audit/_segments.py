@@ -5,7 +5,8 @@ The emulator renders a request *body* into segments (``tapelog.emulator``'s
 Re-encoding and re-rendering the whole history for every request would make an
 audit quadratic in the log, so :class:`SegmentRenderer` renders what the body is
 made of instead, with the live serializers' own per-node functions
-(``OpenAIWire.message``, the Anthropic message grouping and breakpoint rule):
+(``OpenAIWire.message``, ``ResponsesWire.items``, the Anthropic message
+grouping and breakpoint rule):
 each surface node is rendered once per wire configuration, and each request
 extends the previous request's chain by what it appended. A header change, a
 replace or another model re-renders the request from the cached pieces.
@@ -28,9 +29,11 @@ from tapelog.cache._api import (
     openai_message_source,
     openai_sources,
     provider_cache,
+    responses_item_source,
+    responses_sources,
 )
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, merges, wire_for
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, merges, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, concat_frozen
 
 __all__ = ["SegmentRenderer", "rule_for"]
@@ -61,6 +64,7 @@ class SegmentRenderer:
 
     def __init__(self) -> None:
         self._openai_pieces: dict[tuple[int, object], SegmentSource] = {}
+        self._responses_pieces: dict[tuple[int, object], list[SegmentSource]] = {}
         self._anthropic_cache = _KeepCache()
         self._key: object = None
         self._header: EpochHeader | None = None
@@ -87,6 +91,8 @@ class SegmentRenderer:
         wire = wire_for(config)
         if isinstance(wire, OpenAIWire):
             key: object = ("openai", wire.dialect, wire.send_back_for(config.model), rule)
+        elif isinstance(wire, ResponsesWire):
+            key = ("responses", wire.dialect, rule)
         else:
             key = ("anthropic", rule)
         key = (key, config.model)
@@ -100,6 +106,8 @@ class SegmentRenderer:
             self._start(rule, header, wire, key)
         if isinstance(wire, OpenAIWire):
             self._extend_openai(wire, header, nodes)
+        elif isinstance(wire, ResponsesWire):
+            self._extend_responses(wire, nodes)
         else:
             assert isinstance(wire, AnthropicWire)
             self._extend_anthropic(wire, header, nodes)
@@ -115,10 +123,13 @@ class SegmentRenderer:
         self._segments, self._ends = [], []
         self._groups, self._group_start, self._group_node = [], [], []
         self._last_assistant = -1
-        prefix = list(header.prefix) if isinstance(wire, OpenAIWire) else []
+        anthropic = isinstance(wire, AnthropicWire)
+        prefix = [] if anthropic else list(header.prefix)
         body = wire.build_body(LlmRequest(header=header, messages=concat_frozen(prefix)))
         if isinstance(wire, OpenAIWire):
             sources = openai_sources(body)
+        elif isinstance(wire, ResponsesWire):
+            sources = responses_sources(body)
         else:
             sources = anthropic_sources({k: v for k, v in body.items() if k != "messages"})
         self._root = f"{rule}:{header.config.model}"
@@ -157,6 +168,24 @@ class SegmentRenderer:
                 piece = wire.message(message, model=model, where=f"messages[{i}]")
                 source = self._openai_pieces[(seq, key)] = openai_message_source(piece)
             sources.append(source)
+        self._chain(sources)
+
+    # --- OpenAI Responses --------------------------------------------------------
+
+    def _extend_responses(
+        self, wire: ResponsesWire, nodes: Sequence[tuple[int, FrozenDict]]
+    ) -> None:
+        """Each new node's input items (none, one or several), rendered once per node."""
+        key = self._key
+        sources: list[SegmentSource] = []
+        for i in range(self._count, len(nodes)):
+            seq, message = nodes[i]
+            found = self._responses_pieces.get((seq, key))
+            if found is None:
+                items = wire.items(message, where=f"messages[{i}]")
+                found = [responses_item_source(item) for item in items]
+                self._responses_pieces[(seq, key)] = found
+            sources.extend(found)
         self._chain(sources)
 
     # --- Anthropic --------------------------------------------------------------

@@ -26,6 +26,8 @@ from tapelog.cache._segments import (
     openai_reply_message,
     openai_reply_sources,
     openai_sources,
+    responses_item_source,
+    responses_sources,
 )
 
 __all__ = [
@@ -52,5 +54,7 @@ __all__ = [
     "openai_sources",
     "profile_for",
     "provider_cache",
+    "responses_item_source",
+    "responses_sources",
     "wire_profile_named",
 ]

@@ -14,7 +14,8 @@ input is lossless JSON already (decoded bodies, frozen log data), so it is
 encoded without validating it again. The token
 estimate is deliberately simple and documented (docs/emulator.md):
 ``ceil(len(canonical JSON bytes of the segment) / 4)``, where the segment is the
-message (OpenAI wire) or the block (Anthropic wire) as sent, minus
+message (OpenAI wire), the input item (Responses wire) or the block (Anthropic
+wire) as sent, minus
 ``cache_control``. Real tokenizers differ; what matters for tests is that the
 estimate is deterministic and that a byte change changes the identity.
 """
@@ -38,6 +39,9 @@ __all__ = [
     "openai_message_source",
     "openai_reply_sources",
     "openai_sources",
+    "responses_item_source",
+    "responses_scope_source",
+    "responses_sources",
 ]
 
 # Values under these keys are copied verbatim by a chat template: key order inside
@@ -95,6 +99,46 @@ def openai_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
             SegmentSource(encode({"tools": _envelope(tools)}), estimate_bytes(encode(tools)))
         )
     sources.extend(openai_message_source(m) for m in body.get("messages", ()))
+    return sources
+
+
+# --- OpenAI Responses ---------------------------------------------------------------
+
+
+def responses_scope_source(key: Any) -> list[SegmentSource]:
+    """The ``prompt_cache_key`` as a first segment of no tokens, when there is one.
+
+    OpenAI routes a request by its prefix *and* its ``prompt_cache_key``, so two
+    requests with the same prefix and different keys do not share a cache
+    entry: every later segment's chain key depends on this one.
+    """
+    if not isinstance(key, str) or not key:
+        return []
+    return [SegmentSource(encode({"prompt_cache_key": key}), 0)]
+
+
+def responses_item_source(item: Any) -> SegmentSource:
+    """One input item as a segment (envelope key order ignored, as for a message)."""
+    return openai_message_source(item)
+
+
+def responses_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
+    """The cache scope, the tools array (if any), the instructions (if any), then
+    each input item (a string ``input`` is one user message)."""
+    sources = responses_scope_source(body.get("prompt_cache_key"))
+    tools = body.get("tools")
+    if tools:
+        sources.append(
+            SegmentSource(encode({"tools": _envelope(tools)}), estimate_bytes(encode(tools)))
+        )
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and instructions:
+        identity = encode({"instructions": instructions})
+        sources.append(SegmentSource(identity, estimate_bytes(encode(instructions))))
+    items = body.get("input", ())
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    sources.extend(responses_item_source(item) for item in items)
     return sources
 
 

@@ -407,7 +407,7 @@ def chat_cmd(**opts: Any) -> None:
 @store_option
 @click.option(
     "--wire",
-    type=click.Choice(["openai", "anthropic"]),
+    type=click.Choice(["openai", "anthropic", "responses"]),
     default=None,
     help="Wire format (default: the provider each request used).",
 )

@@ -1,7 +1,8 @@
 """Provider adapters: pure wire serializers, streaming clients and the provider table.
 
-Two wire families (docs/providers.md): OpenAI-compatible chat completions
-(dialects ``openai``, ``deepseek``, ``compatible``) and Anthropic Messages.
+Three wire families (docs/providers.md): OpenAI-compatible chat completions
+(dialects ``openai``, ``deepseek``, ``compatible``), the OpenAI Responses API
+(``config.wire.api = "responses"``) and Anthropic Messages.
 Serializing is a pure function of the request (:func:`encode_request`); the
 streaming clients (:func:`make_client`) send exactly those bytes and yield
 neutral chunks, which the loop joins into the logged assistant message.

@@ -5,7 +5,7 @@ redacted thinking with its data, tool use, tool result, image); a block's
 ``extra`` (the client's fields the neutral block does not model, e.g.
 ``cache_control``) follows the wire's own fields, and a ``wire`` block (a
 type the log does not model) is sent as given. A message with fields of its
-own (``content_string``, ``extra``) gets a :class:`WireRole`, which keeps it a
+own (``content_string``, ``fields``) gets a :class:`WireRole`, which keeps it a
 wire message of its own. docs/providers.md, "Anthropic Messages body".
 """
 
@@ -28,7 +28,7 @@ Block = tuple[FrozenDict, bytes]
 class WireRole(str):
     """The role of a wire message that is one client message with fields of
     its own: its content sent as a string (``content_string``) and the
-    message's other fields (``extra``, sent after ``content``; logged even when
+    message's other fields (``fields``, sent after ``content``; logged even when
     empty for a message that follows one of its role). Such a message never
     merges with a neighbour of the same role: the client sent it alone."""
 
@@ -37,7 +37,7 @@ class WireRole(str):
 
 
 def _role(role: str, message: Mapping[str, Any]) -> str:
-    string, extra = bool(message.get("content_string")), message.get("extra")
+    string, extra = bool(message.get("content_string")), message.get("fields")
     if not string and extra is None:
         return role
     out = WireRole(role)

@@ -72,6 +72,13 @@ def assemble_message(chunks: Iterable[Mapping[str, Any]]) -> AssembledMessage:
         elif kind == "reasoning_redacted":
             block = _slot(slots, ("reasoning", index))
             block["data"] = block.get("data", "") + chunk["data"]
+        elif kind == "reasoning_item":
+            # A Responses reasoning item's own fields (id, summary,
+            # encrypted_content...), kept verbatim to be sent back as they came.
+            block = _slot(slots, ("reasoning", index))
+            block.update((k, v) for k, v in chunk["item"].items() if k not in ("type", "text"))
+        elif kind == "item":
+            slots[("item", index)] = {"type": "item", "item": chunk["item"]}
         elif kind == "tool_call":
             block = _slot(slots, ("tool", index))
             if chunk.get("id"):
@@ -89,7 +96,7 @@ def assemble_message(chunks: Iterable[Mapping[str, Any]]) -> AssembledMessage:
         btype = block["type"]
         if btype == "text" and not block["text"]:
             continue
-        if btype == "reasoning" and not (block["text"] or "signature" in block or "data" in block):
+        if btype == "reasoning" and not block["text"] and block.keys() == {"type", "text"}:
             continue
         if btype == "tool_call" and not block["id"]:
             block["id"] = f"call_{n}"

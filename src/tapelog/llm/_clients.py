@@ -1,4 +1,4 @@
-"""Streaming provider clients: OpenAI-compatible chat completions and Anthropic Messages.
+"""Streaming provider clients: chat completions, the Responses API and Anthropic Messages.
 
 A client sends exactly ``wire.encode_body(request)`` -- the bytes the audit
 path rebuilds from the log -- and turns the Server-Sent Events that come back
@@ -29,12 +29,14 @@ from tapelog.llm._http import read_api_key, resolve_api_key, stream_sse
 from tapelog.llm._openai_stream import OpenAIStreamParser
 from tapelog.llm._openai_wire import OpenAIWire
 from tapelog.llm._pieces import BodyCache
+from tapelog.llm._responses_stream import ResponsesStreamParser
+from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, LlmRequest
 from tapelog.llm._wire_common import logged_target
 from tapelog.log._api import FrozenDict, has_secrets
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient", "ResponsesClient"]
 
 ANTHROPIC_VERSION: Final = "2023-06-01"
 """The ``anthropic-version`` header sent with every Messages request."""
@@ -48,10 +50,18 @@ class _Parser(Protocol):
     def end(self) -> list[FrozenDict]: ...
 
 
+def _bearer_headers(key: str | None) -> dict[str, str]:
+    """The headers of an OpenAI-family request (chat completions and Responses)."""
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
 class _SseClient:
     """What both families share: key, body, transport, abort and the end rule."""
 
-    wire: OpenAIWire | AnthropicWire
+    wire: OpenAIWire | AnthropicWire | ResponsesWire
 
     def __init__(
         self,
@@ -168,13 +178,47 @@ class OpenAIClient(_SseClient):
         return f"{self.base_url}/chat/completions"
 
     def _headers(self, key: str | None) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        return headers
+        return _bearer_headers(key)
 
     def _parser(self) -> _Parser:
         return OpenAIStreamParser(self.provider)
+
+
+class ResponsesClient(_SseClient):
+    """``POST {base_url}/responses``: the OpenAI Responses API (same key and headers
+    as chat completions, its own body and event stream)."""
+
+    def __init__(
+        self,
+        *,
+        http_client: httpx.AsyncClient,
+        base_url: str,
+        provider: str = "openai",
+        wire: ResponsesWire | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        key_required: bool = True,
+        env: Mapping[str, str] | None = None,
+        cache: BodyCache | None = None,
+    ) -> None:
+        super().__init__(
+            provider=provider,
+            http_client=http_client,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            key_required=key_required,
+            env=env,
+            cache=cache,
+        )
+        self.wire: ResponsesWire = wire if wire is not None else ResponsesWire()
+
+    def _url(self) -> str:
+        return f"{self.base_url}/responses"
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        return _bearer_headers(key)
+
+    def _parser(self) -> _Parser:
+        return ResponsesStreamParser(self.provider)
 
 
 class AnthropicClient(_SseClient):

@@ -288,9 +288,12 @@ class BodyCache:
         if blob is None:
             blob = bytearray()
         for i in range(start, len(keys)):
+            made = piece(i)
+            if not made:  # a message with nothing to send on this wire
+                continue
             if blob:
                 blob += b","
-            blob += piece(i)
+            blob += made
         self.remember(keys, messages, _Joined(blob), scope=scope)
         return [blob] if blob else []
 

@@ -17,7 +17,7 @@ import httpx
 
 from tapelog._errors import ClientMismatchError, HeaderError, ProviderError
 from tapelog.llm._anthropic_wire import AnthropicWire
-from tapelog.llm._clients import AnthropicClient, OpenAIClient
+from tapelog.llm._clients import AnthropicClient, OpenAIClient, ResponsesClient
 from tapelog.llm._in_process import in_process_transport
 from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack
 from tapelog.llm._provider_registry import (
@@ -26,6 +26,7 @@ from tapelog.llm._provider_registry import (
     wire_identity,
     wire_options,
 )
+from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._types import ProviderClient, WireFormat
 from tapelog.log._api import LlmCallConfig
 from tapelog.request import LlmRequest
@@ -41,11 +42,24 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back", "query"),
+    "openai": ("reasoning_send_back", "api", "store_false", "query"),
     "anthropic": ("cache_markers", "query"),
     "local": ("reasoning_send_back",),
 }
 """The ``config.wire`` options each wire family reads (docs/providers.md)."""
+
+OPENAI_APIS: Final = ("chat", "responses")
+"""The values of ``config.wire.api`` (openai family): the endpoint and body the
+requests use. Absent means ``chat``, so every log written before the option
+existed rebuilds exactly as it did."""
+
+
+def _api(config: LlmCallConfig) -> str:
+    """The OpenAI-family API a logged config chooses (``chat`` unless it says otherwise)."""
+    api = config.wire.get("api", "chat")
+    if api not in OPENAI_APIS:
+        raise HeaderError(f"config.wire.api must be one of {', '.join(OPENAI_APIS)}, got {api!r}.")
+    return str(api)
 
 
 def _send_back(config: LlmCallConfig, family: str) -> ReasoningSendBack | None:
@@ -74,7 +88,7 @@ def _send_back(config: LlmCallConfig, family: str) -> ReasoningSendBack | None:
     return value
 
 
-def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire:
+def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWire:
     """The serializer for a logged config (pure: no environment, no network, no registry).
 
     The config alone decides it: the wire family and dialect (a built-in
@@ -87,10 +101,24 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire:
     if family == "anthropic":
         return AnthropicWire()
     assert dialect is not None
+    store_false = config.wire.get("store_false", True)
+    if _api(config) == "responses":
+        if send_back is not None:
+            raise HeaderError(
+                "config.wire.reasoning_send_back is for chat completions; the responses "
+                "wire sends reasoning back as the items the model returned. Leave it out."
+            )
+        if not isinstance(store_false, bool):
+            raise HeaderError(
+                f"config.wire.store_false must be true or false, got {store_false!r}."
+            )
+        return ResponsesWire(dialect=dialect, store_false=store_false)
+    if "store_false" in config.wire:
+        raise HeaderError('config.wire.store_false is for the responses wire (api "responses").')
     return OpenAIWire(dialect=dialect, send_back=send_back)
 
 
-_BUILT_IN_WIRES: Final = (OpenAIWire, AnthropicWire)
+_BUILT_IN_WIRES: Final = (OpenAIWire, AnthropicWire, ResponsesWire)
 
 
 def client_wire(client: ProviderClient, config: LlmCallConfig, *, checked: bool) -> WireFormat:
@@ -139,18 +167,26 @@ def wire_named(name: str, config: LlmCallConfig | None = None) -> WireFormat:
     """A wire chosen by name, e.g. to show what a log's requests look like on another wire.
 
     ``name`` is a provider name (built in or registered) or a wire family
-    (``openai``, ``anthropic``); the ``openai`` family keeps the config's own
-    dialect when its provider is OpenAI-compatible.
+    (``openai``: chat completions, ``anthropic``, ``responses``); ``openai``
+    and ``responses`` keep the config's own dialect (and ``openai`` its other
+    wire options) when its provider is OpenAI-compatible.
     """
     if name == "anthropic":
         return AnthropicWire()
-    if name == "openai" and config is not None:
+    if name in ("openai", "responses") and config is not None:
         try:
-            family, _ = wire_identity(config)
+            family, dialect = wire_identity(config)
         except HeaderError:
-            family = "anthropic"  # a config with no known wire: the plain openai dialect
-        if family != "anthropic":
+            family, dialect = "anthropic", None  # no known wire: the plain openai dialect
+        if family == "openai" and dialect is not None:
+            if name == "responses":
+                return ResponsesWire(dialect=dialect)
+            chat = {k: v for k, v in config.wire.items() if k != "api"}
+            return wire_for(config.replace(wire=chat))
+        if family == "local" and name == "openai":
             return wire_for(config)
+    if name == "responses":
+        return ResponsesWire()
     named = LlmCallConfig(provider=name, model=config.model if config else "-")
     return wire_for(complete_config(named))
 
@@ -211,6 +247,16 @@ def make_client(
             env=env,
         )
     wire = wire_for(config)
+    if isinstance(wire, ResponsesWire):
+        return ResponsesClient(
+            http_client=http,
+            base_url=url,
+            provider=spec.name,
+            wire=wire,
+            api_key_env=spec.api_key_env,
+            key_required=spec.key_required,
+            env=env,
+        )
     assert isinstance(wire, OpenAIWire)
     return OpenAIClient(
         http_client=http,

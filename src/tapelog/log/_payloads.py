@@ -75,8 +75,14 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "tool_call": (("id", str), ("name", str), ("arguments", str)),
     "tool_result": (("tool_call_id", str), ("content", (str, list)), ("is_error", bool)),
     "image": (("media_type", str),),
+    "openai_part": (("part", dict),),
+    "item": (("item", dict),),
     "wire": (("wire", str), ("block", dict)),
 }
+
+MESSAGE_ROLES: Final = ("developer", "system")
+"""The roles a ``user/message`` may name in ``data.role`` (absent: ``user``):
+a client's developer or system message, anywhere in the history."""
 
 
 def check_blocks(content: Any, where: str) -> None:
@@ -101,9 +107,11 @@ def check_blocks(content: Any, where: str) -> None:
         if "extra" in block and not isinstance(block["extra"], dict):
             raise EventError(f"{at}.extra must be an object (the wire block's other fields)")
         if btype == "reasoning":
-            for key in ("signature", "data"):
+            for key in ("signature", "data", "id", "encrypted_content"):
                 if key in block and not isinstance(block[key], str):
                     raise EventError(f"{at}.{key} must be a string")
+            if "summary" in block and not isinstance(block["summary"], list):
+                raise EventError(f"{at}.summary must be a list (a Responses reasoning summary)")
         elif btype == "tool_result" and isinstance(block["content"], list):
             check_blocks(block["content"], f"{at}.content")
         elif btype == "image" and not isinstance(block.get("data", block.get("url")), str):
@@ -164,15 +172,10 @@ def _seqs(etype: str, value: Any, where: str) -> None:
         raise _fail(etype, f"{where} must be a list of seqs (non-negative integers)")
 
 
-MESSAGE_ROLES: Final = ("system", "developer")
-"""The roles a ``user/message`` may name in ``data.role``: a model-visible
-instruction a client put in its history (the message keeps that role)."""
-
-
-def _message_form(etype: str, data: Mapping[str, Any]) -> None:
-    """``data.content_string``: the client sent the content as one string;
-    ``data.extra``: the client message's other fields, sent after its content."""
-    _optional(etype, data, "extra", dict)
+def _fields(etype: str, data: Mapping[str, Any]) -> None:
+    """``data.fields``: a message's other wire members, as the client sent them;
+    ``data.content_string``: the client sent the content as one string."""
+    _optional(etype, data, "fields", dict)
     if _optional(etype, data, "content_string", bool) and (
         len(data["content"]) != 1 or data["content"][0].get("type") != "text"
     ):
@@ -182,10 +185,18 @@ def _message_form(etype: str, data: Mapping[str, Any]) -> None:
 def _message(etype: str, data: Mapping[str, Any]) -> None:
     check_blocks(_need(etype, data, "content", list), f"{etype}: data.content")
     _check_source(etype, data)
+    _fields(etype, data)
     role = _optional(etype, data, "role", str)
-    if role is not None and role not in MESSAGE_ROLES:
-        raise _fail(etype, f"data.role must be one of {', '.join(MESSAGE_ROLES)}, got {role!r}")
-    _message_form(etype, data)
+    if role is not None and (etype != "user/message" or role not in MESSAGE_ROLES):
+        raise _fail(
+            etype,
+            f"data.role must be one of {', '.join(MESSAGE_ROLES)} (absent: user), got {role!r}",
+        )
+    key = data.get("idempotency_key")  # a user/message's: how a re-run finds its prompt
+    if "idempotency_key" in data and (
+        etype != "user/message" or not isinstance(key, str) or not key
+    ):
+        raise _fail(etype, "data.idempotency_key must be a non-empty string, on a user/message")
 
 
 def _chunk(etype: str, data: Mapping[str, Any]) -> None:
@@ -206,7 +217,8 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
         _check_usage(etype, data["usage"], "data.usage")
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
-    _message_form(etype, data)
+    _fields(etype, data)
+    _optional(etype, data, "alternatives", list)
 
 
 def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
@@ -229,6 +241,7 @@ def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
         raise _fail(etype, "data.omit must be a list of field names")
     if "error" in data and not isinstance(data["error"], (str, dict)):
         raise _fail(etype, "data.error must be a string or an object")
+    _fields(etype, data)
 
 
 def _header(etype: str, data: Mapping[str, Any]) -> None:

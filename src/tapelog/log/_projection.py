@@ -5,7 +5,9 @@ model-visible message. The live session cache, the invariant checker and every
 external rebuilder fold this same function, so two paths can never disagree.
 
 Neutral messages are frozen JSON objects ``{"role": ..., "content": [blocks]}``
-with role ``user``, ``assistant`` or ``tool`` (see docs/format.md).
+with role ``user``, ``assistant`` or ``tool`` (or, from a ``user/message``
+that names it, ``developer`` / ``system``), plus ``fields`` when the event
+carries a client message's other wire members (see docs/format.md).
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ def derive_event_message(event: Event) -> FrozenDict | None:
     """Project one surface event to its message, or ``None`` if it shows nothing.
 
     Pure: the result depends on the event alone. Non-surface events and
-    assistant messages with empty content give ``None``.
+    assistant messages with empty content (and no ``fields``) give ``None``.
     """
     data = event.data
     etype = event.type
     if etype == "user/message" or etype == "context/message":
         return _message(data.get("role", "user"), data["content"], data)
     if etype == "assistant/message":
-        if not data["content"]:
+        if not data["content"] and not data.get("fields"):
             return None
         return _message("assistant", data["content"], data)
     if etype == "tool/result":
@@ -40,7 +42,7 @@ def derive_event_message(event: Event) -> FrozenDict | None:
             "content": data["content"],
             "is_error": data["is_error"],
         }
-        for key in ("extra", "omit"):
+        for key in ("extra", "omit"):  # the wire's result block: the client's other fields
             if key in data:
                 block[key] = data[key]
         return _message("tool", [block], data)
@@ -51,12 +53,13 @@ def _message(role: str, content: Any, data: Any) -> FrozenDict:
     # Built from an event's frozen data only: no second validating walk, and
     # no redaction (a message is derived from the log, so it must be exactly
     # what the log says whatever secrets this process has registered).
-    out = {"role": role, "content": content}
+    shaped = {"role": role, "content": content}
+    fields = data.get("fields")
+    if fields is not None:  # even empty: a client message of its own (the Anthropic wire)
+        shaped["fields"] = fields
     if data.get("content_string"):
-        out["content_string"] = True
-    if role != "tool" and "extra" in data:  # even empty: a message of its own
-        out["extra"] = data["extra"]
-    message: FrozenDict = freeze_trusted(out)
+        shaped["content_string"] = True
+    message: FrozenDict = freeze_trusted(shaped)
     return message
 
 

@@ -18,7 +18,7 @@ from the upstream). So:
   ``web_search_tool_result``, ``document``, ``search_result``, an image from
   a file...) is a ``wire`` block holding it as given; string content is kept
   as a string (``content_string``), and a message's own fields besides
-  ``role`` and ``content`` (``output_config``...) as its ``extra``;
+  ``role`` and ``content`` (``output_config``...) as its ``fields``;
 * ``model``, ``max_tokens``, ``temperature``, ``top_p`` and
   ``stop_sequences`` are config fields, every other top-level field (``thinking``,
   ``context_management``, ``metadata``, ``tool_choice``...) goes to
@@ -275,7 +275,7 @@ def _neutral(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
         if string:
             messages[0]["content_string"] = True
         if extra:
-            messages[0]["extra"] = extra
+            messages[0]["fields"] = extra
     return messages
 
 
@@ -329,7 +329,7 @@ def translate_anthropic(message: Any, where: str) -> Translated:
     rebuilt = {
         "role": message["role"],
         "content": blocks[0]["text"] if string else blocks,
-        **first.get("extra", {}),
+        **first.get("fields", {}),
     }
     client, rebuilt = normal(dict(message)), normal(rebuilt)
     found = first_difference(client, rebuilt, where)

@@ -228,8 +228,8 @@ class Exchange:
                 data["role"] = role  # a system (or developer) message the client sent
         if message.get("content_string"):
             data["content_string"] = True
-        if "extra" in message:
-            data["extra"] = message["extra"]
+        if "fields" in message:
+            data["fields"] = message["fields"]
         etype = "assistant/message" if role == "assistant" else "user/message"
         return session.append(etype, data, surface_op=op)
 

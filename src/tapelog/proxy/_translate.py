@@ -42,7 +42,7 @@ from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.cache._api import wire_profile_named
-from tapelog.llm._api import AnthropicWire, role_shape, wire_for
+from tapelog.llm._api import AnthropicWire, ResponsesWire, role_shape, wire_for
 from tapelog.log._api import (
     EpochHeader,
     FrozenDict,
@@ -304,6 +304,12 @@ class Translator:
                 role, blocks = anthropic.message_blocks(message)
                 return role_shape(role), [b[1] for b in blocks]
 
+        elif isinstance(wire, ResponsesWire):
+            responses = wire
+
+            def piece(message: FrozenDict) -> Any:
+                return encode_trusted(responses.items(message))
+
         else:
             openai = wire
 
@@ -323,9 +329,9 @@ class Translator:
 
 def _alone(messages: tuple[FrozenDict, ...]) -> tuple[FrozenDict, ...]:
     """A client message that follows one of its role, kept a message of its own:
-    its first neutral message gets an ``extra`` (empty when it has none), which
+    its first neutral message gets ``fields`` (empty when it has none), which
     the Anthropic wire never merges with the message before it."""
     first = messages[0]
-    if "extra" in first:
+    if "fields" in first:
         return messages
-    return (freeze({**first, "extra": {}}), *messages[1:])
+    return (freeze({**first, "fields": {}}), *messages[1:])

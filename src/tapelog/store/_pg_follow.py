@@ -1,8 +1,8 @@
 """Following a PostgreSQL session, and telling whether a writer holds it.
 
-Every flush inserts its rows and calls ``pg_notify`` in one transaction, so
-the server delivers the notification exactly when the rows are durable (and
-never for a flush that failed). A :class:`PostgresFollower` keeps a
+Every flush inserts its rows, then calls ``pg_notify`` in a transaction of
+its own, so the server delivers the notification only once the rows are
+durable (and never for a flush that failed). A :class:`PostgresFollower` keeps a
 connection that ``LISTEN``\\ s on the store's channel (:func:`channel`; the
 payload is the session id) and queries rows only after a notification named
 its session: a quiet session costs no query at all, however often a reader

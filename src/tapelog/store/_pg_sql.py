@@ -19,6 +19,7 @@ from tapelog.store._base import SessionSummary
 from tapelog.store._format import header_line, summarise_session
 
 __all__ = [
+    "APPEND",
     "APP_NAME",
     "CHECK",
     "DDL",
@@ -68,6 +69,16 @@ LEFT JOIN LATERAL (
 """
 
 CHECK: Final = "check the server"
+
+# A flush: every row of the batch from one array parameter, in one statement
+# (on an autocommit connection, one transaction). The followers' notification
+# (NOTIFY) is sent by a statement of its own, right after it (see
+# PostgresStore._insert_events).
+APPEND: Final = """
+INSERT INTO {s}.events (session_id, seq, line)
+SELECT %s, %s + t.n - 1, t.line FROM unnest(%b::bytea[]) WITH ORDINALITY AS t(line, n)
+"""
+
 INSERT_SESSION: Final = """
 INSERT INTO {s}.sessions (id, format_version, created, cwd, parent, seed_length, header)
 VALUES (%s, %s, %s, %s, %s, %s, %s)

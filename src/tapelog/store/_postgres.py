@@ -19,8 +19,10 @@ refused, and the server releases the lock when the holder's connection ends,
 even if its process was killed. The primary key is the second line of
 defence: if a writer ever lost its lock (a dropped connection) and another
 appended meanwhile, its next insert collides and is refused instead of forking
-the log (optimistic concurrency). A flush is one transaction (one ``COPY``), so
-an event is durable exactly when its flush commits.
+the log (optimistic concurrency). A flush is one multi-row insert (one
+statement, one transaction, one round trip however many rows), so an event is
+durable exactly when its flush commits; the followers' notification follows in
+a transaction of its own.
 
 psycopg is an optional dependency (``pip install 'tapelog[postgres]'``): it is
 imported when a store is constructed, not when ``tapelog.store`` is.
@@ -63,6 +65,7 @@ from tapelog.store._pg_secrets import (
     written_secrets,
 )
 from tapelog.store._pg_sql import (
+    APPEND,
     CHECK,
     DDL,
     HOLDER,
@@ -279,14 +282,20 @@ class PostgresStore(SessionStore):
     def _insert_events(
         self, conn: Connection[Any], session_id: str, first_seq: int, lines: builtins.list[bytes]
     ) -> None:
-        """One transaction, one COPY: committed means durable, failed means nothing."""
-        with conn.transaction(), conn.cursor() as cur:
-            copy_sql = self._sql("COPY {s}.events (session_id, seq, line) FROM STDIN")
-            with cur.copy(copy_sql) as copy:
-                for seq, line in enumerate(lines, start=first_seq):
-                    copy.write_row((session_id, seq, line))
-            # Delivered when (and only if) the rows commit: followers read them then.
-            cur.execute("SELECT pg_notify(%s, %s)", (channel(self.schema), session_id))
+        """Committed means durable, failed means nothing.
+
+        The rows go in as one ``bytea[]`` parameter: one multi-row insert, one
+        transaction on the autocommit connection, one round trip. The
+        followers' ``NOTIFY`` follows in a second, row-less transaction (a
+        second, short round trip): PostgreSQL serialises the commits of every
+        transaction that notifies under one database-wide lock held through the
+        commit's WAL flush, so a notifying insert makes concurrent writers wait
+        for each other's fsync one by one instead of sharing one (docs/scale.md
+        has the A/B figures). It is sent only once the rows are committed (a
+        follower woken by it finds them); a failed insert sends none.
+        """
+        conn.execute(self._sql(APPEND), (session_id, first_seq, lines))
+        conn.execute("SELECT pg_notify(%s, %s)", (channel(self.schema), session_id))
 
     @contextlib.contextmanager
     def _writer_connection(
