@@ -14,7 +14,8 @@ request at once from canned chunks made for that step (the workload of
 ``bench/bench_loop.py``, with smaller payloads: a ~140-byte prompt per turn;
 two tool-calling steps per turn, each a short text and ``lookup`` with
 arguments like ``{"key": "k12"}`` streamed in 8-byte pieces, whose result is
-~80 bytes; then a ~160-byte answer streamed in 24-byte pieces; usage and
+~300 bytes, as a realistic tool result is (issue 20 compares every harness on
+such histories); then a ~160-byte answer streamed in 24-byte pieces; usage and
 finish on every step). A *history message* is one surface node (user
 message, assistant message, tool result), counted as ``len(session.surface)``;
 a turn adds six. Nothing else is kept: the client does not keep the requests
@@ -73,7 +74,7 @@ def lookup(key: str) -> str:
     Args:
         key: The note to read.
     """
-    return f"{key}: " + _text(74)
+    return f"{key}: " + _text(294)
 
 
 def _canned(step: int) -> list[FrozenDict]:

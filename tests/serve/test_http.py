@@ -233,3 +233,34 @@ def test_the_sessions_page_audits_every_small_session_it_shows_however_slow_the_
         efficiency = cache_report(log.session).totals.efficiency
         cell = f'data-col="efficiency">{100 * efficiency:.0f}%</td>'
         assert cell in page.split(f'data-id="{log.session.id}"')[1].split("</tr>")[0]
+
+
+def test_the_first_view_walks_the_log_once(
+    client: TestClient, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page needs the walk of the requests and the cache audit: one walk
+    serves both (issue 20), and the audit is the same as one made on its own."""
+    import tapelog.audit._cache_report as report_module
+    import tapelog.serve._live as live_module
+
+    walks: list[str] = []
+
+    def counting(module: Any) -> Any:
+        walk = module.walk_requests
+
+        def counted(session: Any) -> Any:
+            walks.append(session.id)
+            return walk(session)
+
+        return counted
+
+    monkeypatch.setattr(live_module, "walk_requests", counting(live_module))
+    monkeypatch.setattr(report_module, "walk_requests", counting(report_module))
+    assert client.get("/s/big").status_code == 200
+    assert walks == ["big"]
+    session = JsonlStore(store).load("big").session
+    alone = cache_report(session)
+    assert walks == ["big", "big"]  # an audit on its own walks by itself
+    shared = cache_report(session, walked=list(live_module.walk_requests(session)))
+    assert shared.to_json() == alone.to_json()
+    assert alone.totals.requests == 6  # three asks of two steps each

@@ -30,6 +30,7 @@ from tapelog.log._events import EVENT_TYPES
 from tapelog.store import SessionStore
 
 from .conformance_follow import FollowConformance
+from .conformance_points import PointsConformance
 
 
 def full_session(session_id: str = "full-1") -> Session:
@@ -122,7 +123,7 @@ def lines_of(session: Session) -> list[bytes]:
     return [event.encode() for event in session.events]
 
 
-class StoreConformance(FollowConformance):
+class StoreConformance(FollowConformance, PointsConformance):
     """Subclass as ``Test<Backend>`` and implement the two hooks below."""
 
     def make_store(self, tmp_path: Path) -> SessionStore:

@@ -117,7 +117,9 @@ class Agent:
         self.retry = retry or RetryPolicy()
         self.max_steps = max_steps
         self.check = check_enabled(check)
-        self._checker: RequestChecker | None = None
+        # Made now, while a resumed session holds only what its log said, so the
+        # checker starts from the load's fold (RequestChecker, Session.loaded_fold).
+        self._checker = RequestChecker(session) if self.check else None
         self._sleep = sleep
         self._recorder = HeaderRecorder(session)
         self._prefix: FrozenList | None = None

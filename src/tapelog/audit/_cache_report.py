@@ -245,12 +245,17 @@ class _Previous:
 
 
 def cache_report(
-    session_or_events: Session | Sequence[Event], *, session_id: str | None = None
+    session_or_events: Session | Sequence[Event],
+    *,
+    session_id: str | None = None,
+    walked: Sequence[WalkedRequest] | None = None,
 ) -> CacheReport:
     """The cache audit of a log: one row per loop request, with totals.
 
     A ``Session`` is trusted as loaded (stores and ``Session`` validate every
-    event); a plain event list is validated first by replaying it.
+    event); a plain event list is validated first by replaying it. ``walked``
+    is the session's :func:`walk_requests`, when the caller walked it already
+    (a report page needs the walk too): one walk of the log serves both.
     """
     if isinstance(session_or_events, Session):
         session = session_or_events
@@ -263,7 +268,7 @@ def cache_report(
     rows: list[RequestCache] = []
     previous: _Previous | None = None
     with paused_gc():
-        for request in walk_requests(session):
+        for request in walk_requests(session) if walked is None else walked:
             with reading_seq(request.boundary_seq):
                 row, previous = _audit_one(request, renderer, stores, seen, previous)
             rows.append(row)

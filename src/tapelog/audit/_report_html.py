@@ -289,7 +289,7 @@ def report_parts(
     links = links or ReportLinks()
     events = session.events
     walked = list(walk_requests(session)) if walked is None else walked
-    audit = cache_report(session) if audit is None else audit
+    audit = cache_report(session, walked=walked) if audit is None else audit
     rows = audit.requests
     if [r.index for r in rows] != [w.index for w in walked]:
         raise AssertionError("the cache audit and the rebuild disagree on the loop requests")

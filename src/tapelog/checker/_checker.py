@@ -60,7 +60,9 @@ class RequestChecker:
     def __init__(self, session: Session, *, tool_pairs: bool = True) -> None:
         self._session = session
         self._tool_pairs = tool_pairs
-        self._fold = LogFold()
+        # A freshly loaded session's fold holds only what the log said: start there
+        # (the first check after a resume then costs what is new, not the log).
+        self._fold = session.loaded_fold() or LogFold()
         self._loop_cache = BodyCache()
         self._one_shot_cache = BodyCache()
         # The leading messages the last check compared equal, as both sides'

@@ -70,7 +70,8 @@ def client_settings(host: str, port: int, family: str) -> list[str]:
     default=100,
     show_default=True,
     type=click.IntRange(min=0),
-    help="How many of the newest stored proxy sessions a request may continue after a restart.",
+    help="When the store has no conversation index yet, how many of the newest stored proxy "
+    "sessions to rebuild it from (a store with one is read whole).",
 )
 @store_option
 @providers_option

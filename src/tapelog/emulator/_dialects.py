@@ -39,7 +39,7 @@ from tapelog.emulator._turns import (
 )
 from tapelog.log import decode
 
-__all__ = ["ANTHROPIC", "DEEPSEEK", "OPENAI", "Dialect", "Meta", "parse_body"]
+__all__ = ["ANTHROPIC", "DEEPSEEK", "OPENAI", "Dialect", "Meta", "Rejection", "parse_body"]
 
 _MAX_BREAKPOINTS = 4
 
@@ -53,13 +53,22 @@ class Meta:
     model: str
 
 
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A refused request with its whole error body, when a plain message is not
+    enough (the Responses API's errors also name a ``param`` and a ``code``)."""
+
+    status: int
+    body: bytes
+
+
 class Dialect(Protocol):
     @property
     def request_id_header(self) -> str: ...
     @property
     def tool_id_prefix(self) -> str: ...
 
-    def check(self, body: Mapping[str, Any]) -> str | None: ...
+    def check(self, body: Mapping[str, Any]) -> str | Rejection | None: ...
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]: ...
     def summarize(self, body: Mapping[str, Any]) -> Conversation: ...
     def usage(
@@ -72,8 +81,15 @@ class Dialect(Protocol):
         ...
 
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes: ...
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes: ...
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes: ...
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
+        """The event a stream that fails after its opening ends with."""
+        ...
+
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes: ...
 
     def stream(
         self,
@@ -84,6 +100,10 @@ class Dialect(Protocol):
         meta: Meta,
     ) -> tuple[Stream, dict[str, Any] | None]:
         """The frames, and the usage a complete stream reports (None if it reports none)."""
+        ...
+
+    def settle(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> None:
+        """After a complete answer: keep what a later request may refer to."""
         ...
 
 
@@ -112,8 +132,15 @@ def _check_common(body: Mapping[str, Any]) -> str | None:
     return None
 
 
+class _Stateless:
+    """What the chat wires share: nothing is kept between requests."""
+
+    def settle(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
-class _OpenAi:
+class _OpenAi(_Stateless):
     """OpenAI-compatible chat completions; ``deepseek`` selects DeepSeek's flavour."""
 
     deepseek: bool
@@ -146,10 +173,14 @@ class _OpenAi:
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes:
         return openai.overflow_body(prompt, window)
 
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
         return openai.error_frame(status, message, kind)
 
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes:
         return openai.completion_body(reply, usage, deepseek=self.deepseek, **self._ids(meta))
 
     def stream(
@@ -177,7 +208,7 @@ class _OpenAi:
 
 
 @dataclass(frozen=True, slots=True)
-class _Anthropic:
+class _Anthropic(_Stateless):
     """Anthropic Messages: ``max_tokens`` required, at most 4 breakpoints, paired tool turns."""
 
     request_id_header: str = "request-id"
@@ -220,10 +251,14 @@ class _Anthropic:
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes:
         return anthropic.overflow_body(prompt, window, request_id=request_id)
 
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
         return anthropic.error_event(status, message, kind)
 
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes:
         return anthropic.message_body(reply, usage, id=_message_id(meta), model=meta.model)
 
     def stream(

@@ -19,6 +19,7 @@ from tapelog.llm._provider_registry import (
     provider_spec,
 )
 from tapelog.llm._registry import client_wire, wire_for, wire_named
+from tapelog.llm._responses_stream import ResponsesStreamParser
 from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
@@ -32,6 +33,7 @@ __all__ = [
     "BodyCache",
     "OpenAIStreamParser",
     "OpenAIWire",
+    "ResponsesStreamParser",
     "ResponsesWire",
     "SecretGuard",
     "WireFormat",

@@ -20,7 +20,7 @@ from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras, joined_text, refuse_block, tool_result_text
 from tapelog.log import encode
-from tapelog.log._api import FrozenDict, freeze_faithful, freeze_trusted
+from tapelog.log._api import FrozenDict, encode_trusted, freeze_faithful, freeze_trusted
 
 __all__ = [
     "DEFAULT_REASONING_SEND_BACK",
@@ -161,7 +161,8 @@ class OpenAIWire:
         seqs = node_seq_list(request.messages, request.node_seqs)
 
         def make(i: int) -> bytes:
-            return encode(_message(self.name, request.messages[i], rule, f"messages[{i}]"))
+            # Built only from the request's frozen (validated) messages: no second walk.
+            return encode_trusted(_message(self.name, request.messages[i], rule, f"messages[{i}]"))
 
         history: Parts
         if cache is None:

@@ -51,7 +51,9 @@ _RESERVED: Final = (
     "top_p",
     "stream",
     # Server-side state: the log is the truth, so the whole input is always sent.
-    "previous_response_id",
+    # (``previous_response_id`` is allowed as an extra: a proxied client's request
+    # is carried as it was sent; the log says where the earlier part of its
+    # prompt is, docs/format.md.)
     "conversation",
 )
 

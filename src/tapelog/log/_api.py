@@ -4,7 +4,13 @@ internal names"). The root package publishes the log's user-facing types from he
 """
 
 from tapelog.log._canonical import encode_str, encode_trusted
-from tapelog.log._events import SESSION_FORMAT_VERSION, Event, chunk_kind, event_from_json
+from tapelog.log._events import (
+    SESSION_FORMAT_VERSION,
+    Event,
+    chunk_kind,
+    event_from_json,
+    event_from_line,
+)
 from tapelog.log._fold import History, LogFold
 from tapelog.log._freeze import (
     FrozenDict,
@@ -65,6 +71,7 @@ __all__ = [
     "encode_str",
     "encode_trusted",
     "event_from_json",
+    "event_from_line",
     "fold_header_event",
     "fold_request_header",
     "freeze",

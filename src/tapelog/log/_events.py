@@ -31,6 +31,7 @@ __all__ = [
     "check_payload",
     "chunk_kind",
     "event_from_json",
+    "event_from_line",
     "exact_bytes",
     "pack_chunk",
     "pack_event",
@@ -179,19 +180,32 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     """
     etype = obj["type"]
     data = obj["data"]
-    event = object.__new__(PackedEvent)
-    object.__setattr__(event, "seq", obj["seq"])
-    object.__setattr__(event, "time", obj["time"])
-    object.__setattr__(event, "type", _TYPES[etype])
-    object.__setattr__(event, "surface_op", None)
-    object.__setattr__(event, "source_seqs", None)
-    object.__setattr__(event, "_line", line)
-    object.__setattr__(event, "_unchecked", None if checked else data)
+    event = _new(PackedEvent)
+    _set_seq(event, obj["seq"])
+    _set_time(event, obj["time"])
+    _set_type(event, _TYPES[etype])
+    _set_surface_op(event, None)
+    _set_source_seqs(event, None)
+    _set_line(event, line)
+    _set_unchecked(event, None if checked else data)
     chunk = data.get("chunk") if etype == "assistant/chunk" else None
     kind = chunk.get("kind") if isinstance(chunk, Mapping) else None
     kind = kind if isinstance(kind, str) else ""
-    object.__setattr__(event, "_kind", _KINDS.setdefault(kind, kind))
+    _set_kind(event, _KINDS.setdefault(kind, kind))
     return event
+
+
+# A packed event is made per line of a load: its slots are set through their
+# descriptors directly (what object.__setattr__ would find, without the lookup).
+_new = object.__new__
+_set_seq = Event.__dict__["seq"].__set__
+_set_time = Event.__dict__["time"].__set__
+_set_type = Event.__dict__["type"].__set__
+_set_surface_op = Event.__dict__["surface_op"].__set__
+_set_source_seqs = Event.__dict__["source_seqs"].__set__
+_set_line = PackedEvent.__dict__["_line"].__set__
+_set_unchecked = PackedEvent.__dict__["_unchecked"].__set__
+_set_kind = PackedEvent.__dict__["_kind"].__set__
 
 
 def check_packed(event: PackedEvent) -> None:
@@ -224,6 +238,44 @@ def chunk_kind(event: Event) -> str:
 
 _ENVELOPE_KEYS: Final = ("seq", "time", "type", "data", "surface_op", "source_seqs")
 _VALID_KEY_ORDERS: Final = frozenset({_ENVELOPE_KEYS[:4], _ENVELOPE_KEYS[:5], _ENVELOPE_KEYS})
+
+
+def event_from_line(obj: Any, line: bytes) -> Event | None:
+    """:func:`event_from_json` for the store's hot path: ``obj`` just decoded
+    from ``line``, which is exactly its canonical encoding. The event when the
+    envelope is well formed (the common case, checked without building an error
+    location), else ``None``: :func:`event_from_json` then says what is wrong."""
+    if type(obj) is not dict:
+        return None
+    n = len(obj)
+    if tuple(obj) not in _VALID_KEY_ORDERS:
+        return None
+    seq, time, etype, data = obj["seq"], obj["time"], obj["type"], obj["data"]
+    if (
+        type(seq) is not int
+        or seq < 0
+        or type(time) is not int
+        or type(etype) is not str
+        or etype not in EVENT_TYPES
+        or type(data) is not dict
+    ):
+        return None
+    if n == 4:
+        if etype in PACKED_TYPES:
+            return pack_event(obj, line)
+        return Event(seq, time, etype, freeze_decoded(data))
+    surface_op = obj["surface_op"]
+    source_seqs = obj["source_seqs"] if n == 6 else None
+    if surface_op is None or (n == 6 and source_seqs is None):
+        return None  # an explicit null: refused with its reason
+    return Event(
+        seq,
+        time,
+        etype,
+        freeze_decoded(data),
+        freeze_decoded(surface_op),
+        None if source_seqs is None else freeze_decoded(source_seqs),
+    )
 
 
 def event_from_json(

@@ -155,6 +155,18 @@ class LogFold:
                 seqs.append(seq)
         self._projected = len(surface)
 
+    def copy(self) -> LogFold:
+        """An independent fold at the same point, projected, sharing the frozen
+        events and messages (lists of references are copied, nothing re-derived)."""
+        self._project()
+        out = LogFold()
+        out._events = self._events[:]
+        out.surface = self.surface.copy()
+        out._header = self._header
+        out._messages, out._seqs = self._messages[:], self._seqs[:]
+        out._projected, out._projected_gen = self._projected, self._projected_gen
+        return out
+
     def history(self) -> History:
         """The projected history now, as an O(1) view that never changes."""
         self._project()

@@ -107,6 +107,7 @@ class Session:
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._claim = RunClaim()  # what runs a turn on the session now
+        self._appended = False  # whether any event was appended live (not replayed)
 
     # --- identity and views --------------------------------------------------
 
@@ -253,6 +254,7 @@ class Session:
         )
         if type in PACKED_TYPES:
             event = _packed(event)
+        self._appended = True
         self._commit(event, header, frozen)
         self._publish(event)
         return event
@@ -434,6 +436,11 @@ class Session:
         """The projected history as an O(1), never-changing view (what the loop
         builds each request from; see :class:`tapelog.log.History`)."""
         return self._fold.history()
+
+    def loaded_fold(self) -> LogFold | None:
+        """A copy of the fold while every event came from a log (replayed, none
+        appended live), else ``None``: what the checker's shadow may start from."""
+        return None if self._appended else self._fold.copy()
 
     # --- seeds and forks -----------------------------------------------------
 

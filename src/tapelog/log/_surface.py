@@ -52,6 +52,13 @@ class Surface:
         self._pos: dict[int, int] = {}
         self.replace_generation = 0
 
+    def copy(self) -> Surface:
+        """An independent surface with the same nodes (for a fold's copy)."""
+        out = Surface()
+        out._nodes, out._pos = self._nodes[:], self._pos.copy()
+        out.replace_generation = self.replace_generation
+        return out
+
     @property
     def nodes(self) -> list[int]:
         """A copy of the node seqs, in surface order."""

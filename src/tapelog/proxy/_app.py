@@ -1,7 +1,9 @@
 """The proxy server: a Starlette app between clients and one upstream.
 
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
-completions), ``POST /v1/messages`` (Anthropic Messages), each also under
+completions), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1/responses``
+and ``/responses`` (the OpenAI Responses API, to an OpenAI-family upstream;
+``_responses_in``), each also under
 ``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
 Per request, with the client's credentials as the request's own secrets
 (``_upstream.client_secrets``, ``tapelog.log.secret_scope``: redacted from
@@ -45,9 +47,11 @@ from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
-from tapelog.proxy._index import Match, SessionIndex
+from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
-from tapelog.proxy._sessions import Sessions, SessionState
+from tapelog.proxy._responses_out import ResponseIds, ResponsesAnswer
+from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
+from tapelog.proxy._sessions import Sessions
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family
@@ -67,15 +71,9 @@ _ROUTES: Final[dict[str, Family]] = {
     "/v1/chat/completions": "openai",
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
+    "/v1/responses": "responses",
+    "/responses": "responses",
 }
-
-
-class _Assigned:
-    """Where a request went: its state (lock held), how it was found, and
-    the session it forked from."""
-
-    def __init__(self, state: SessionState, how: str, parent: str | None = None) -> None:
-        self.state, self.how, self.parent = state, how, parent
 
 
 class Proxy:
@@ -101,6 +99,7 @@ class Proxy:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         scan_limit: int = 100,
         max_open: int = 64,
+        lock_wait: float = DEFAULT_LOCK_WAIT,
         check_host: bool = True,
         allowed_origins: Iterable[str] = (),
     ) -> None:
@@ -112,12 +111,13 @@ class Proxy:
         self.translator = Translator(upstream)
         self.index = SessionIndex()
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
+        self.router = Router(self.sessions, lock_wait=lock_wait)
         self.on_request = on_request
         self.max_body_bytes = max_body_bytes
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
-        self._explicit = asyncio.Lock()
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
+        self.response_ids = ResponseIds()
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
@@ -133,13 +133,18 @@ class Proxy:
         self.app = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
 
     async def start(self) -> int:
-        """Index the newest stored proxy sessions (once; later calls wait for
-        the first); how many were read."""
+        """Read the store's conversation index (once; later calls wait for the
+        first), rebuilding it from the newest ``scan_limit`` stored proxy
+        sessions when the store has none; how many sessions it knows."""
         if self._started is None:
-            self._started = asyncio.ensure_future(
-                asyncio.to_thread(self.sessions.scan, self.scan_limit)
-            )
+            self._started = asyncio.ensure_future(self._read_index())
         return await self._started
+
+    async def _read_index(self) -> int:
+        if not await self.sessions.refresh() and self.scan_limit:
+            await asyncio.to_thread(self.sessions.rebuild, self.scan_limit)
+            await self.sessions.refresh()
+        return len(self.index)
 
     async def aclose(self) -> None:
         """Close every open session's writer and the HTTP client the proxy made
@@ -238,7 +243,14 @@ class Proxy:
         try:
             self.guard.check(request.headers)
             await self.start()
-            if family != self.upstream.family:
+            if family == "responses" and not self.upstream.serves(family):
+                raise ProxyError(
+                    f"this proxy forwards to {self.upstream.provider}, which has no Responses "
+                    "API (/v1/responses); use its chat completions API, or start a proxy for "
+                    "an upstream that has it (openai)",
+                    status=404,
+                )
+            if not self.upstream.serves(family):
                 api = (
                     "Anthropic Messages"
                     if self.upstream.family == "anthropic"
@@ -252,7 +264,7 @@ class Proxy:
                 validate_session_id(explicit)
             raw = await self._read(request)
             parsed, messages, chain = self._understand(family, raw, request)
-            assigned = await self._assign(explicit, messages, chain)
+            assigned = await self.router.assign(explicit, messages.keys, chain)
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
@@ -268,59 +280,30 @@ class Proxy:
                 state.session.history(), messages.neutral, self.translator.same(header)
             )
         except TapelogError as exc:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
             return self._refuse(family, error, assigned.state.id)
         except BaseException:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             raise
         return await self._send(request, parsed, messages, assigned, header, plan)
-
-    async def _assign(
-        self, explicit: str | None, messages: Messages, chain: list[bytes]
-    ) -> _Assigned:
-        """The session of a request, its lock held (see ``_index``)."""
-        sessions = self.sessions
-        if explicit is not None:
-            async with self._explicit:  # one opener per id at a time
-                state = sessions.get(explicit)
-                if state is None:
-                    exists = await asyncio.to_thread(self.store.exists, explicit)
-                    opener = sessions.open if exists else sessions.create
-                    state = await opener(explicit)
-            await state.lock.acquire()
-            return _Assigned(state, "explicit")
-        for _ in range(16):
-            match: Match = self.index.match(chain, messages.keys, sessions.busy)
-            if match.kind in ("extend", "edit"):
-                assert match.point is not None
-                state = await sessions.open(match.point.session_id)
-                if state.lock.locked():  # taken while it was being opened: match again
-                    continue
-                await state.lock.acquire()
-                return _Assigned(state, match.kind)
-            if match.kind == "fork":
-                assert match.point is not None
-                state = await sessions.fork(match.point)
-                await state.lock.acquire()
-                return _Assigned(state, "fork", match.point.session_id)
-            state = await sessions.create()
-            await state.lock.acquire()
-            return _Assigned(state, "new")
-        raise ProxyError("the proxy is busy with this conversation; retry", status=409)
 
     async def _send(
         self,
         request: Request,
         parsed: ClientRequest,
         messages: Messages,
-        assigned: _Assigned,
+        assigned: Assigned,
         header: EpochHeader,
         plan: Plan,
     ) -> Response:
         state = assigned.state
         exchange = Exchange(state, header)
         exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
+        previous = self.response_ids.previous(parsed.extras)
+        if previous is not None:
+            exchange.notes["previous_response"] = previous[0]
+            exchange.changes.append(previous[1])
         try:
             _, body = exchange.log_request(
                 plan, messages.neutral, wire_for(header.config), state.cache
@@ -336,7 +319,7 @@ class Proxy:
             return self._fail(parsed.family, 500, f"the proxy could not log the request: {message}")
         url, headers = logged_target(
             header.config,
-            self.upstream.url,
+            self.upstream.endpoint(parsed.family),
             upstream_headers(request.headers, self.upstream.family),
         )
         try:
@@ -364,7 +347,7 @@ class Proxy:
             )
         answer = None
         if not parsed.stream:
-            answer = AnthropicAnswer() if parsed.family == "anthropic" else OpenAIAnswer()
+            answer = _answer(parsed.family)
         relay = Relay(
             response=response,
             exchange=exchange,
@@ -392,32 +375,44 @@ class Proxy:
         return Response(body, status_code=status, media_type="application/json")
 
     def _changes(
-        self, assigned: _Assigned, plan: Plan, messages: Messages, offset: int
+        self, assigned: Assigned, plan: Plan, messages: Messages, offset: int
     ) -> list[str]:
         changes: list[str] = []
         if assigned.how == "new":
             changes.append("new session")
         elif assigned.how == "fork":
             changes.append(f"forked from {assigned.parent}")
-        if plan.changed is not None:
+        elif assigned.how == "retry":
+            changes.append("the last request again: its earlier answer replaced")
+        if plan.changed is not None and assigned.how != "retry":
             changes.append(f"client changed {messages.where(plan.changed, offset)}")
         return changes
 
     async def _done(self, exchange: Exchange, aborted: bool, status: int = 200) -> None:
-        """A turn ended: index its point, make it durable, release the session, report.
+        """A turn ended: make it durable, record its point in the store's index,
+        release the session (its writer closed: any replica may take the next
+        request), report. The client gets the answer's end only after this.
 
-        The lock is released and the line reported even if the wait for the
-        flush is cancelled (the client left): the flush itself still completes.
+        The lock is released and the line reported even if the wait is
+        cancelled (the client left): the flush and the release still complete.
+        A failed flush keeps the session open, its events buffered for the next.
         """
         state = exchange.state
         summary = self._summary(exchange, status)
+        self.response_ids.note(exchange.notes.get("response_id"), state.id, exchange.turn)
+        point = self.sessions.point_of(state)
+
+        def release() -> None:
+            state.writer.flush()
+            self.sessions.release(state, point)
+
         try:
-            self.sessions.note_end(state)
             if aborted:
-                state.writer.flush()  # no await a second cancellation could cut short
+                release()  # no await a second cancellation could cut short
             else:
-                await asyncio.shield(asyncio.to_thread(state.writer.flush))
+                await asyncio.shield(asyncio.to_thread(release))
         finally:
+            self.sessions.settle(state)
             if state.lock.locked():
                 state.lock.release()
             self._report(summary)
@@ -439,6 +434,13 @@ class Proxy:
             changes=tuple(changes),
             error=error,
         )
+
+
+def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:
+    """What assembles a non-streaming client's answer from the stream."""
+    if family == "responses":
+        return ResponsesAnswer()
+    return AnthropicAnswer() if family == "anthropic" else OpenAIAnswer()
 
 
 def _excerpt(data: bytes) -> str:

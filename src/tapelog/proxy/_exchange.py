@@ -145,6 +145,9 @@ class Exchange:
         """What else changed since the session's previous request (for the summary)."""
         self.reason: Mapping[str, Any] | None = None
         """How the turn ended (the logged ``turn/end`` reason), once it has."""
+        self.notes: dict[str, Any] = {}
+        """Other members of the ``turn/end`` reason: what the provider keeps of
+        this turn (the Responses API's ``response_id``, ``previous_response``)."""
 
     # --- before the send ------------------------------------------------------
 
@@ -299,6 +302,7 @@ class Exchange:
             reason = {"kind": "max_tokens"}
         else:
             reason = {"kind": "completed"}
+        reason.update((k, v) for k, v in self.notes.items() if k not in reason)
         end = session.append("turn/end", {"turn": self.turn, "reason": reason})
         self.reason = end.data["reason"]  # as logged: secrets redacted
         return end

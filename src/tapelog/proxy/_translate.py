@@ -55,6 +55,7 @@ from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translat
 from tapelog.proxy._keys import extend_chain
 from tapelog.proxy._normal import first_difference
 from tapelog.proxy._openai_in import openai_top, parse_openai, translate_openai
+from tapelog.proxy._responses_in import parse_responses, responses_top, translate_responses
 from tapelog.proxy._types import (
     ALL_RULES,
     EVERY_RULE,
@@ -94,12 +95,15 @@ class Messages:
     """The canonical bytes of the client's raw message list."""
     count: int = 0
     """How many raw client messages these are."""
+    label: str = "messages"
+    """What the client calls its list (``input`` on the Responses API, whose
+    ``origin`` numbers input items, not the proxy's groups of them)."""
 
     def where(self, index: int, offset: int) -> str:
         """The client's name for neutral message ``index``."""
         if index >= len(self.origin):
-            return f"messages[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
-        return f"messages[{self.origin[index] + offset}]"
+            return f"{self.label}[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
+        return f"{self.label}[{self.origin[index] + offset}]"
 
 
 class Translator:
@@ -125,6 +129,8 @@ class Translator:
     ) -> ClientRequest:
         """The header part and raw messages of a client body of ``family``
         (``headers``, ``query``: the client's request headers and query string)."""
+        if family == "responses":
+            return parse_responses(body)
         if family == "anthropic":
             return parse_anthropic(body, headers, query)
         return parse_openai(body)
@@ -133,6 +139,8 @@ class Translator:
         """Translate a message not in the cache, and keep it there."""
         if family == "anthropic":
             found = translate_anthropic(message, where)
+        elif family == "responses":
+            found = translate_responses(message, where)
         else:
             found = translate_openai(message, where, dialect=self.dialect)
         if len(self._current) >= self.cache_size:
@@ -192,6 +200,7 @@ class Translator:
         else:
             neutral, keys, origin, chain = [], [], [], []
         checked = len(neutral)
+        named = len(origin)
         offset = request.offset
         family = request.family
         anthropic = family == "anthropic"
@@ -232,7 +241,12 @@ class Translator:
                 keys.extend(done.keys)
                 origin.extend([i] * len(found))
         extend_chain(chain, keys)
+        label = "messages"
+        if family == "responses":  # name the client's input items, not their groups
+            origin[named:] = [raw[o]["at"] for o in origin[named:]]
+            label = "input"
         return Messages(
+            label=label,
             neutral=neutral,
             keys=keys,
             origin=origin,
@@ -251,6 +265,9 @@ class Translator:
         wire: dict[str, Any] = dict(request.wire)
         if request.family == "openai":
             wire.update(self._send_back(request.model, rules, current))
+        elif request.family == "responses":
+            # The client's own store (absent stays absent), on the Responses API.
+            wire.update({"api": "responses", "store_false": False})
         try:
             config = self.upstream.config(
                 model=request.model,
@@ -287,8 +304,10 @@ class Translator:
             rebuilt = wire.build_body(LlmRequest(header=header, messages=FrozenList()))
         except (HeaderError, EventError, JsonValueError) as exc:
             raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
-        top = anthropic_top if request.family == "anthropic" else openai_top
-        found = first_difference(top(request.body), top(rebuilt), "body")
+        tops = {"anthropic": anthropic_top, "openai": openai_top, "responses": responses_top}
+        found = first_difference(
+            tops[request.family](request.body), tops[request.family](rebuilt), "body"
+        )
         if found is not None:
             raise ProxyError(found, kind="invalid_request_error")
 

@@ -29,8 +29,9 @@ __all__ = [
     "is_message",
 ]
 
-Family = Literal["openai", "anthropic"]
-"""The API a client speaks: OpenAI chat completions or Anthropic Messages."""
+Family = Literal["openai", "anthropic", "responses"]
+"""The API a client speaks: OpenAI chat completions, Anthropic Messages, or the
+OpenAI Responses API (forwarded to an upstream of the ``openai`` family)."""
 
 ALL_RULES: Final[tuple[str, ...]] = get_args(ReasoningSendBack)
 """The reasoning send-back rules of the OpenAI wire (``config.wire.reasoning_send_back``),

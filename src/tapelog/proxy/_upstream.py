@@ -97,6 +97,19 @@ class Upstream:
             return f"{self.base_url}/v1/messages"
         return f"{self.base_url}/chat/completions"
 
+    def endpoint(self, client: Family) -> str:
+        """The endpoint a client's request goes to: :attr:`url`, or
+        ``{base}/responses`` for a Responses API client."""
+        return f"{self.base_url}/responses" if client == "responses" else self.url
+
+    def serves(self, client: Family) -> bool:
+        """Whether a client of this API can be forwarded here (the Responses
+        API is OpenAI's: an upstream of the ``openai`` family, but not DeepSeek,
+        which has none; an OpenAI-compatible server may)."""
+        if client == "responses":
+            return self.family == "openai" and self.dialect != "deepseek"
+        return client == self.family
+
     def config(self, **fields: object) -> LlmCallConfig:
         """A call config for this upstream (its wire identity completed)."""
         return complete_config(LlmCallConfig(provider=self.provider, **fields))  # type: ignore[arg-type]

@@ -153,7 +153,7 @@ class LiveSession:
         """The cache audit of the session (:func:`cache_report`), once per length."""
         n = len(self.session)
         if self._audit is None or self._audit[0] != n:
-            self._audit = (n, cache_report(self.session))
+            self._audit = (n, cache_report(self.session, walked=self.walked()))
         return self._audit[1]
 
     def parts(self, window: int, make: Callable[[], ReportParts]) -> ReportParts:
