@@ -311,6 +311,7 @@ def test_every_event_type_has_a_valid_example_and_accepts_it() -> None:
         "assistant/chunk",
         "assistant/message",
         "tool/call",
+        "tool/approval",
         "tool/result",
         "step/end",
         "log/digest",

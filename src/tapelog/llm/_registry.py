@@ -42,7 +42,7 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back", "api", "store_false", "query"),
+    "openai": ("reasoning_send_back", "api", "store_false", "input_string", "query"),
     "anthropic": ("cache_markers", "query"),
     "local": ("reasoning_send_back",),
 }
@@ -112,9 +112,15 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
             raise HeaderError(
                 f"config.wire.store_false must be true or false, got {store_false!r}."
             )
-        return ResponsesWire(dialect=dialect, store_false=store_false)
-    if "store_false" in config.wire:
-        raise HeaderError('config.wire.store_false is for the responses wire (api "responses").')
+        input_string = config.wire.get("input_string", False)
+        if not isinstance(input_string, bool):
+            raise HeaderError(
+                f"config.wire.input_string must be true or false, got {input_string!r}."
+            )
+        return ResponsesWire(dialect=dialect, store_false=store_false, input_string=input_string)
+    for option in ("store_false", "input_string"):
+        if option in config.wire:
+            raise HeaderError(f'config.wire.{option} is for the responses wire (api "responses").')
     return OpenAIWire(dialect=dialect, send_back=send_back)
 
 

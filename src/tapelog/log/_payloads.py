@@ -127,6 +127,20 @@ def _turn_end(etype: str, data: Mapping[str, Any]) -> None:
     reason = _need(etype, data, "reason", dict)
     if not isinstance(reason.get("kind"), str) or not reason["kind"]:
         raise _fail(etype, "data.reason.kind must be a non-empty string")
+    if reason["kind"] == "budget":
+        _budget_reason(etype, reason)
+
+
+def _budget_reason(etype: str, reason: Mapping[str, Any]) -> None:
+    """A turn a budget ended (the agent's ``Budget``): which limit, its bound, the use."""
+    if reason.get("scope") not in ("turn", "session"):
+        raise _fail(etype, "data.reason.scope of a budget end must be 'turn' or 'session'")
+    if not isinstance(reason.get("limit"), str) or not reason["limit"]:
+        raise _fail(etype, "data.reason.limit of a budget end must be a non-empty string")
+    for key in ("max", "used"):
+        value = reason.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise _fail(etype, f"data.reason.{key} of a budget end must be a non-negative number")
 
 
 def _step(etype: str, data: Mapping[str, Any]) -> None:
@@ -226,6 +240,16 @@ def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "call_id", str)
     _need(etype, data, "name", str)
     _need(etype, data, "arguments", str)
+
+
+def _tool_approval(etype: str, data: Mapping[str, Any]) -> None:
+    """A human-in-the-loop decision on a logged tool call (the agent's approver)."""
+    _step(etype, data)
+    _need(etype, data, "call_id", str)
+    _need(etype, data, "approved", bool)
+    if not _need(etype, data, "by", str):
+        raise _fail(etype, "data.by must name who decided (a non-empty string)")
+    _optional(etype, data, "reason", str)
 
 
 def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
@@ -334,6 +358,7 @@ _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "assistant/chunk": _chunk,
     "assistant/message": _assistant,
     "tool/call": _tool_call,
+    "tool/approval": _tool_approval,
     "tool/result": _tool_result,
     "request/header": _header,
     "request/header-delta": _header_delta,

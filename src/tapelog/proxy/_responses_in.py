@@ -2,10 +2,11 @@
 
 Carry, never reshape: every input item reaches the upstream as the client
 sent it (the parsed upstream body equals the client's, but for ``stream``,
-which is the proxy's own, and a string ``input``, sent as its one user message
-item). An item becomes a neutral block the log understands when the responses
-wire (``tapelog.llm``) sends exactly that item back from it; any other item is
-kept whole as an opaque ``item`` block, sent as given. So:
+which is the proxy's own; a string ``input`` is one user message, sent as the
+string again by the logged wire option ``input_string``). An item becomes a
+neutral block the log understands when the responses wire (``tapelog.llm``)
+sends exactly that item back from it; any other item is kept whole as an
+opaque ``item`` block, sent as given. So:
 
 * consecutive output items (``reasoning``, ``function_call``, an ``assistant``
   ``message``, any ``*_call``) are one assistant message: a reasoning item with

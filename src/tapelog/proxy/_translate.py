@@ -266,8 +266,11 @@ class Translator:
         if request.family == "openai":
             wire.update(self._send_back(request.model, rules, current))
         elif request.family == "responses":
-            # The client's own store (absent stays absent), on the Responses API.
+            # The client's own store (absent stays absent), on the Responses API,
+            # and its input as the string it sent, when it sent one.
             wire.update({"api": "responses", "store_false": False})
+            if isinstance(request.body.get("input"), str):
+                wire["input_string"] = True
         try:
             config = self.upstream.config(
                 model=request.model,
