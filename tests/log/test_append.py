@@ -109,7 +109,7 @@ PAYLOAD_CASES: list[tuple[str, Any, type[TapelogError], str]] = [
         _with("user/message", content=[{"type": "video"}]),
         EventError,
         "user/message: data.content[0].type must be one of image, item, openai_part, reasoning, "
-        "text, tool_call, tool_result, got 'video'",
+        "text, tool_call, tool_result, wire, got 'video'",
     ),
     (
         "user/message",

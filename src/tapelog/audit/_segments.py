@@ -34,7 +34,7 @@ from tapelog.cache._api import (
     responses_sources,
 )
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, wire_for
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, merges, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, concat_frozen
 
 __all__ = ["SegmentRenderer", "rule_for"]
@@ -253,7 +253,7 @@ class SegmentRenderer:
             wire_role, mapped = self._anthropic_cache.piece(seqs[i], messages[i], make)
             if not mapped:
                 continue
-            if wire_role != role:
+            if role is None or not merges(role, wire_role):
                 firsts.append(i)
                 role = wire_role
         return firsts

@@ -16,6 +16,7 @@ from tapelog.cache._rules import (
 )
 from tapelog.cache._segments import (
     anthropic_block_source,
+    anthropic_marker_ttls,
     anthropic_sources,
     blocks_of,
     count_cache_controls,
@@ -41,6 +42,7 @@ __all__ = [
     "SegmentSource",
     "account",
     "anthropic_block_source",
+    "anthropic_marker_ttls",
     "anthropic_sources",
     "blocks_of",
     "chain_segments",

@@ -30,6 +30,7 @@ from tapelog.log._api import encode_trusted as encode
 
 __all__ = [
     "anthropic_block_source",
+    "anthropic_marker_ttls",
     "anthropic_sources",
     "blocks_of",
     "count_cache_controls",
@@ -205,6 +206,26 @@ def anthropic_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
         last = sources[-1]
         sources[-1] = SegmentSource(last.identity, last.tokens, True)
     return sources
+
+
+def anthropic_marker_ttls(body: Mapping[str, Any]) -> list[str | None]:
+    """The TTL of each breakpoint of :func:`anthropic_sources`, in its order:
+    ``"5m"`` (the default) or ``"1h"`` for a marked block, ``None`` for the others."""
+
+    def ttl(block: Any) -> str | None:
+        if not _marked(block):
+            return None
+        control = block["cache_control"]
+        return "1h" if isinstance(control, Mapping) and control.get("ttl") == "1h" else "5m"
+
+    ttls = [ttl(t) for t in body.get("tools") or ()]
+    ttls.extend(ttl(b) for b in blocks_of(body.get("system")))
+    for message in body.get("messages", ()):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        ttls.extend(ttl(b) for b in blocks_of(content))
+    if body.get("cache_control") is not None and ttls:
+        ttls[-1] = ttl({"cache_control": body["cache_control"]})
+    return ttls
 
 
 def count_cache_controls(body: Mapping[str, Any]) -> int:

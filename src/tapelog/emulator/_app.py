@@ -337,7 +337,7 @@ class Emulator:
         reply = entry if isinstance(entry, Reply) else Reply()
         reply = _with_ids(with_output(reply, forced_tool(body)), dialect.tool_id_prefix, number)
         outcome = self._account(rule, prompt, reply)
-        usage = dialect.usage(outcome, reply)
+        usage = dialect.usage(outcome, reply, body)
         n = body.get("n")
         choices = n if type(n) is int and 1 <= n <= 128 else 1
         diagnostics = None

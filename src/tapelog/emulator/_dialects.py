@@ -16,6 +16,7 @@ from tapelog._errors import JsonValueError
 from tapelog.cache._api import (
     CacheOutcome,
     SegmentSource,
+    anthropic_marker_ttls,
     anthropic_sources,
     count_cache_controls,
     openai_sources,
@@ -74,7 +75,9 @@ class Dialect(Protocol):
     def check(self, body: Mapping[str, Any]) -> str | Rejection | None: ...
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]: ...
     def summarize(self, body: Mapping[str, Any]) -> Conversation: ...
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]: ...
+    def usage(
+        self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
     def error(
         self, status: int, message: str, kind: str | None, request_id: str, code: str | None
     ) -> bytes:
@@ -163,7 +166,7 @@ class _OpenAi(_Stateless):
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
         return summarize_openai(body["messages"])
 
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
+    def usage(self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
         return openai.usage_of(outcome, reply, deepseek=self.deepseek)
 
     def error(
@@ -242,6 +245,7 @@ class _Anthropic(_Stateless):
         profile = wire_profile_named("anthropic")
         return (
             check_anthropic_turns(body["messages"])
+            or anthropic.check_signatures(body["messages"])
             or check_tool_history(body, profile)
             or check_forced_tool(body, profile)
             or check_response_format(body, profile)
@@ -253,8 +257,8 @@ class _Anthropic(_Stateless):
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
         return summarize_anthropic(body["messages"])
 
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
-        return anthropic.usage_of(outcome, reply)
+    def usage(self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
+        return anthropic.usage_of(outcome, reply, creation=_creation(outcome, body))
 
     def error(
         self, status: int, message: str, kind: str | None, request_id: str, code: str | None
@@ -282,8 +286,20 @@ class _Anthropic(_Stateless):
         usage: dict[str, Any],
         meta: Meta,
     ) -> tuple[Stream, dict[str, Any] | None]:
-        frames = anthropic.stream_frames(reply, outcome, id=_message_id(meta), model=meta.model)
+        frames = anthropic.stream_frames(
+            reply,
+            outcome,
+            id=_message_id(meta),
+            model=meta.model,
+            creation=_creation(outcome, body),
+        )
         return frames, usage
+
+
+def _creation(outcome: CacheOutcome, body: Mapping[str, Any]) -> dict[str, int]:
+    """The written tokens by the TTL of the breakpoints that wrote them."""
+    tokens = [s.tokens for s in anthropic_sources(body)]
+    return anthropic.cache_creation(outcome, tokens, anthropic_marker_ttls(body))
 
 
 def _message_id(meta: Meta) -> str:

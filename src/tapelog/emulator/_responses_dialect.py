@@ -77,7 +77,7 @@ class ResponsesDialect:
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
         return summarize_items([*self._earlier(body), *input_items(body.get("input"))])
 
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
+    def usage(self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
         return wire.usage_of(outcome, reply)
 
     def error(

@@ -2,6 +2,7 @@
 checkers, the proxy and the CLI share (internal: docs/architecture.md).
 """
 
+from tapelog.llm._anthropic_blocks import merges, role_shape
 from tapelog.llm._anthropic_stream import AnthropicStreamParser
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._assemble import assemble_alternatives, assemble_message
@@ -23,6 +24,7 @@ from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._sse import SseDecoder
 from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
+from tapelog.llm._wire_common import logged_target
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -45,10 +47,13 @@ __all__ = [
     "empty_content",
     "estimate_tokens",
     "known_providers",
+    "logged_target",
+    "merges",
     "no_text",
     "provider_spec",
     "register_in_process_transport",
     "resolve_api_key",
+    "role_shape",
     "usage_prompt_tokens",
     "wire_for",
     "wire_named",

@@ -42,8 +42,15 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back", "api", "store_false", "input_string", "token_field"),
-    "anthropic": (),
+    "openai": (
+        "reasoning_send_back",
+        "api",
+        "store_false",
+        "input_string",
+        "token_field",
+        "query",
+    ),
+    "anthropic": ("cache_markers", "query"),
     "local": ("reasoning_send_back", "token_field"),
 }
 """The ``config.wire`` options each wire family reads (docs/providers.md)."""
@@ -72,6 +79,13 @@ def _send_back(config: LlmCallConfig, family: str) -> ReasoningSendBack | None:
             f"config.wire has the option {unknown[0]!r}, which the {config.provider} wire does "
             f"not read (its options: {known})."
         )
+    if options.get("cache_markers", "client") != "client":
+        raise HeaderError(
+            'config.wire.cache_markers must be "client" (the client\'s markers, kept in the '
+            "blocks) or absent (the wire places its own breakpoints)."
+        )
+    if not isinstance(options.get("query", ""), str):
+        raise HeaderError("config.wire.query must be a string (a URL query, without the '?')")
     value = options.get("reasoning_send_back")
     if value is not None and value not in get_args(ReasoningSendBack):
         raise HeaderError(

@@ -77,6 +77,7 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "image": (("media_type", str),),
     "openai_part": (("part", dict),),
     "item": (("item", dict),),
+    "wire": (("wire", str), ("block", dict)),
 }
 
 MESSAGE_ROLES: Final = ("developer", "system")
@@ -103,6 +104,8 @@ def check_blocks(content: Any, where: str) -> None:
                 raise EventError(f"{at}.{key} is required in a {btype} block")
             if not isinstance(block[key], kind):
                 raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
+        if "extra" in block and not isinstance(block["extra"], dict):
+            raise EventError(f"{at}.extra must be an object (the wire block's other fields)")
         if btype == "reasoning":
             for key in ("signature", "data", "id", "encrypted_content"):
                 if key in block and not isinstance(block[key], str):
@@ -184,8 +187,13 @@ def _seqs(etype: str, value: Any, where: str) -> None:
 
 
 def _fields(etype: str, data: Mapping[str, Any]) -> None:
-    """``data.fields``: a message's other wire members, as the client sent them."""
+    """``data.fields``: a message's other wire members, as the client sent them;
+    ``data.content_string``: the client sent the content as one string."""
     _optional(etype, data, "fields", dict)
+    if _optional(etype, data, "content_string", bool) and (
+        len(data["content"]) != 1 or data["content"][0].get("type") != "text"
+    ):
+        raise _fail(etype, "data.content_string needs content of exactly one text block")
 
 
 def _message(etype: str, data: Mapping[str, Any]) -> None:
@@ -255,6 +263,10 @@ def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
     if isinstance(content, list):
         check_blocks(content, f"{etype}: data.content")
     _need(etype, data, "is_error", bool)
+    _optional(etype, data, "extra", dict)
+    omit = _optional(etype, data, "omit", list)
+    if omit is not None and not all(isinstance(k, str) for k in omit):
+        raise _fail(etype, "data.omit must be a list of field names")
     if "error" in data and not isinstance(data["error"], (str, dict)):
         raise _fail(etype, "data.error must be a string or an object")
     _fields(etype, data)

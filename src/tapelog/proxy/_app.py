@@ -43,7 +43,7 @@ from tapelog._errors import (
 )
 from tapelog.audit._api import CacheWatch
 from tapelog.checker._api import check_enabled
-from tapelog.llm._api import usage_prompt_tokens, wire_for
+from tapelog.llm._api import logged_target, usage_prompt_tokens, wire_for
 from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
@@ -226,7 +226,7 @@ class Proxy:
         return b"".join(parts)
 
     def _understand(
-        self, family: Family, raw: bytes
+        self, family: Family, raw: bytes, request: Request | None = None
     ) -> tuple[ClientRequest, Messages, list[bytes]]:
         """Decode, translate and check a body (one pass over its new messages,
         the garbage collector paused: this allocates an object per JSON value);
@@ -246,7 +246,10 @@ class Proxy:
                     f"the request body is nested more than {MAX_BODY_DEPTH} levels deep; "
                     "the log does not hold values that deep"
                 )
-            parsed = self.translator.parse(family, body)
+            headers, query = (
+                (request.headers, request.url.query) if request is not None else ({}, "")
+            )
+            parsed = self.translator.parse(family, body, headers, query)
             messages = self.translator.messages(parsed, extends=decoded.extends)
             problem = unanswered_calls(
                 messages.neutral,
@@ -289,7 +292,7 @@ class Proxy:
             if explicit is not None:
                 validate_session_id(explicit)
             raw = await self._read(request)
-            parsed, messages, chain = self._understand(family, raw)
+            parsed, messages, chain = self._understand(family, raw, request)
             assigned = await self.router.assign(explicit, messages.keys, chain)
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
@@ -344,12 +347,14 @@ class Proxy:
             message = error_of(exc, self.upstream.provider)["message"]
             said = f"the proxy could not log the request: {message}"
             return self._fail(parsed.family, 500, said, state.id)
-        headers = upstream_headers(request.headers, self.upstream.family)
+        url, headers = logged_target(
+            header.config,
+            self.upstream.endpoint(parsed.family),
+            upstream_headers(request.headers, self.upstream.family),
+        )
         try:
             response = await self.http.send(
-                self.http.build_request(
-                    "POST", self.upstream.endpoint(parsed.family), content=body, headers=headers
-                ),
+                self.http.build_request("POST", url, content=body, headers=headers),
                 stream=True,
             )
         except httpx.HTTPError as exc:

@@ -216,6 +216,9 @@ class Exchange:
                 "content": block["content"],
                 "is_error": block["is_error"],
             }
+            for key in ("extra", "omit"):
+                if key in block:
+                    data[key] = block[key]
             etype = "tool/result"
         elif role == "assistant":
             data = {
@@ -230,6 +233,8 @@ class Exchange:
             if role != "user":  # a developer or system message in the history
                 data["role"] = role
             etype = "user/message"
+        if message.get("content_string"):
+            data["content_string"] = True
         if "fields" in message:
             data["fields"] = message["fields"]
         return session.append(etype, data, surface_op=op)

@@ -35,15 +35,22 @@ client keeps needs no header change later), then the dialect's default.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.cache._api import wire_profile_named
-from tapelog.llm._api import AnthropicWire, OpenAIWire, ResponsesWire, wire_for
-from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
+from tapelog.llm._api import AnthropicWire, OpenAIWire, ResponsesWire, role_shape, wire_for
+from tapelog.log._api import (
+    EpochHeader,
+    FrozenDict,
+    FrozenList,
+    encode_trusted,
+    freeze,
+    header_from_json,
+)
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
 from tapelog.proxy._normal import first_difference
@@ -129,11 +136,20 @@ class Translator:
         self._previous: dict[bytes, Translated] = {}
         self._recent: list[Messages] = []  # newest last, at most ``_RECENT``
 
-    def parse(self, family: Family, body: Mapping[str, Any]) -> ClientRequest:
-        """The header part and raw messages of a client body of ``family``."""
+    def parse(
+        self,
+        family: Family,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+        query: str = "",
+    ) -> ClientRequest:
+        """The header part and raw messages of a client body of ``family``
+        (``headers``, ``query``: the client's request headers and query string)."""
         if family == "responses":
             return parse_responses(body)
-        return parse_anthropic(body) if family == "anthropic" else parse_openai(body)
+        if family == "anthropic":
+            return parse_anthropic(body, headers, query)
+        return parse_openai(body)
 
     def _miss(self, key: bytes, family: Family, message: Any, where: str) -> Translated:
         """Translate a message not in the cache, and keep it there."""
@@ -233,12 +249,12 @@ class Translator:
                         "differently from an earlier assistant message; the log's wire sends it "
                         "back by one rule for the whole request"
                     )
+            found = done.messages
             if anthropic:
                 role = message.get("role")
                 if role == previous_role:
-                    _check_merge(neutral, done, f"messages[{i}]")
+                    found = _alone(found)
                 previous_role = role
-            found = done.messages
             if len(found) == 1:
                 neutral.append(found[0])
                 keys.append(done.keys[0])
@@ -269,9 +285,9 @@ class Translator:
     ) -> EpochHeader:
         """The request header: the client's model, options, extras, system and
         tools, and (OpenAI) the reasoning send-back rule; checked like a logged one."""
-        wire: dict[str, Any] = {}
+        wire: dict[str, Any] = dict(request.wire)
         if request.family == "openai":
-            wire = self._send_back(request.model, rules, current)
+            wire.update(self._send_back(request.model, rules, current))
             spelled = next(
                 (k for k in _TOKEN_FIELDS if request.body.get(k) is not None), self._token_field
             )
@@ -280,12 +296,16 @@ class Translator:
         elif request.family == "responses":
             # The client's own store (absent stays absent), on the Responses API,
             # and its input as the string it sent, when it sent one.
-            wire = {"api": "responses", "store_false": False}
+            wire.update({"api": "responses", "store_false": False})
             if isinstance(request.body.get("input"), str):
                 wire["input_string"] = True
         try:
             config = self.upstream.config(
-                model=request.model, **request.options, extras=request.extras, wire=wire
+                model=request.model,
+                **request.options,
+                extras=request.extras,
+                wire=wire,
+                headers=request.headers,
             )
             header = EpochHeader(config=config, system=request.system, tools=request.tools)
             # Validated as a logged header is: a value of the wrong type fails here.
@@ -332,7 +352,7 @@ class Translator:
 
             def piece(message: FrozenDict) -> Any:
                 role, blocks = anthropic.message_blocks(message)
-                return role, [b[1] for b in blocks]
+                return role_shape(role), [b[1] for b in blocks]
 
         elif isinstance(wire, ResponsesWire):
             responses = wire
@@ -357,13 +377,11 @@ class Translator:
         return same
 
 
-def _check_merge(neutral: Sequence[FrozenDict], done: Translated, where: str) -> None:
-    """Two Anthropic messages of one role in a row are one message to the API;
-    the log's wire merges them too, putting tool results first, so a later
-    message's tool results may not follow an earlier one's other blocks."""
-    if neutral and neutral[-1]["role"] == "user" and done.messages[0]["role"] == "tool":
-        raise ProxyError(
-            f"{where} follows a user message with tool results; the API reads the two as one "
-            "message whose tool results must come first, so send them in one message, "
-            "tool results first"
-        )
+def _alone(messages: tuple[FrozenDict, ...]) -> tuple[FrozenDict, ...]:
+    """A client message that follows one of its role, kept a message of its own:
+    its first neutral message gets ``fields`` (empty when it has none), which
+    the Anthropic wire never merges with the message before it."""
+    first = messages[0]
+    if "fields" in first:
+        return messages
+    return (freeze({**first, "fields": {}}), *messages[1:])

@@ -12,7 +12,7 @@ reproduce is a :class:`ProxyError` with status 400 that names it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
@@ -63,7 +63,7 @@ class ClientRequest:
 
     family: Family
     model: str
-    system: str | None
+    system: str | Sequence[Any] | None
     tools: tuple[FrozenDict, ...]
     options: Mapping[str, Any]
     """``LlmCallConfig`` fields the body sets (``max_tokens``, ``temperature``, ...)."""
@@ -76,6 +76,11 @@ class ClientRequest:
     stream: bool
     body: Mapping[str, Any] = field(repr=False)
     """The whole decoded body (for the header comparison)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The request headers that change what the model reads (``config.headers``)."""
+    wire: Mapping[str, Any] = field(default_factory=dict)
+    """Wire options the client's request fixes (``config.wire``: its cache
+    markers, its query string)."""
 
 
 NOT_A_MESSAGE = "messages: each message must be an object with a string role"

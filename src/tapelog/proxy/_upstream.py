@@ -34,11 +34,12 @@ FORWARDED_HEADERS: Final = (
     "x-api-key",
     "api-key",
     "anthropic-version",
-    "anthropic-beta",
     "openai-organization",
     "openai-project",
 )
-"""The client request headers passed on to the upstream (credentials and API versions)."""
+"""The client request headers passed on to the upstream (credentials and API versions).
+Headers that change what the model reads (``anthropic-beta``) are sent from the
+logged ``config.headers`` instead (``logged_target``)."""
 
 _SECRET_HEADERS: Final = ("authorization", "x-api-key", "api-key")
 _SCHEMES: Final = frozenset({"bearer", "basic", "token"})
