@@ -21,7 +21,7 @@ from agent._responses_server import ResponsesServer
 from tapelog.agent import Agent, CompactionPolicy, OutputSpec, RetryPolicy
 from tapelog.audit import cache_report, encode_request, rebuild_requests
 from tapelog.audit._segments import SegmentRenderer
-from tapelog.cache._api import chain_segments, responses_sources
+from tapelog.cache._api import chain_segments, prefix_root, responses_sources
 from tapelog.cli import cli
 from tapelog.llm import make_client
 from tapelog.log import decode
@@ -215,7 +215,8 @@ async def test_the_audit_renders_each_request_as_the_full_body_renders() -> None
         )
         assert rule == "openai"
         body = decode(encode_request(item.request))
-        full = chain_segments(f"{rule}:{body['model']}", responses_sources(body))
+        root = prefix_root(rule, body["model"], body.get("prompt_cache_key"))
+        full = chain_segments(root, responses_sources(body))
         assert [s.key for s in prompt.segments] == [s.key for s in full], item.index
         assert list(prompt.ends) == [sum(s.tokens for s in full[: i + 1]) for i in range(len(full))]
     assert len(rebuilt) == 3

@@ -435,6 +435,9 @@ def test_run_sync_reuses_connections_across_calls(loopback_emulator: tuple[Emula
     assert second.ok, second.reason
     assert second.text == "second"
     assert_bytes_rebuild(agent.session, emulator)
+    # The answer was read to its end, so its connection stays in the pool
+    # (kept alive) until the client is closed, on the loop that opened it.
+    agent._sync.run(client.aclose, "await client.aclose()")
 
 
 def test_run_sync_from_a_second_thread_is_refused_while_a_turn_runs() -> None:

@@ -9,8 +9,9 @@ import pytest
 
 from agent._harness import LONG_SYSTEM, add, agent_on, shout
 from tapelog.audit import CacheReport, cache_report, encode_request, rebuild_requests
+from tapelog.audit._api import CacheWatch
 from tapelog.audit._segments import SegmentRenderer
-from tapelog.cache._api import anthropic_sources, chain_segments, openai_sources
+from tapelog.cache._api import anthropic_sources, chain_segments, openai_sources, prefix_root
 from tapelog.emulator import Emulator
 from tapelog.log import decode
 from tapelog.log._api import Session
@@ -69,12 +70,28 @@ async def test_incremental_segments_equal_the_emulators_rendering_of_each_body(
         )
         body = decode(encode_request(item.request))
         sources = anthropic_sources(body) if rule == "anthropic" else openai_sources(body)
-        full = chain_segments(f"{rule}:{body['model']}", sources)
+        full = chain_segments(
+            prefix_root(rule, body["model"], body.get("prompt_cache_key")), sources
+        )
         assert [s.key for s in prompt.segments] == [s.key for s in full], item.index
         assert list(prompt.ends) == [sum(s.tokens for s in full[: i + 1]) for i in range(len(full))]
         assert list(prompt.points) == [i for i, s in enumerate(full) if s.breakpoint]
         walked += 1
     assert walked == len(rebuilt) == 5
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_the_live_watch_gives_the_reports_rows_as_the_log_grows(provider: str) -> None:
+    session = await _busy_session(Emulator(), provider)
+    growing = Session(id=session.id)
+    watch = CacheWatch(growing)
+    rows = []
+    for event in session.events:
+        growing.replay(event)
+        if event.type == "turn/end":
+            rows.extend(watch.advance())
+    assert rows == list(cache_report(session).requests)
+    assert len(rows) == 5
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -120,6 +120,22 @@ async def test_openai_conversation_caches_from_1024_tokens_in_128_token_steps() 
     assert {r.rule for r in emu.received} == {"openai"}
 
 
+async def test_openai_reads_a_prefix_only_under_the_prompt_cache_key_it_was_stored_with() -> None:
+    system = message("system", 4000)  # 1000 tokens
+    u1 = message("user", 256)  # 64
+    emu = Emulator()
+    async with httpx.AsyncClient(transport=emu.transport(), base_url=BASE) as client:
+        path = "/openai/v1/chat/completions"
+        body = {"model": "gpt-4o", "messages": [system, u1]}
+        cached = []
+        for key in ("a", "a", "b", None, "b"):
+            keyed = body if key is None else {**body, "prompt_cache_key": key}
+            usage = await _openai_usage(client, path, keyed)
+            cached.append(usage["prompt_tokens_details"]["cached_tokens"])
+    # Stored under "a", read under "a"; "b" and no key are other routes.
+    assert cached == [0, 1024, 0, 0, 1024]
+
+
 async def test_anthropic_conversation_reads_at_breakpoints_within_20_blocks() -> None:
     system = [block(4000, cached=True)]  # 1000 tokens, a breakpoint
     u1 = block(256)  # 64 tokens

@@ -10,4 +10,4 @@ from tapelog.emulator import Emulator
 
 def test_emulator_options_are_keyword_only() -> None:
     params = inspect.signature(Emulator).parameters.values()
-    assert [p.kind for p in params] == [inspect.Parameter.KEYWORD_ONLY] * 9
+    assert {p.kind for p in params} == {inspect.Parameter.KEYWORD_ONLY}

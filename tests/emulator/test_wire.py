@@ -205,6 +205,7 @@ async def test_anthropic_non_streamed_message_parses_tool_input() -> None:
         "input_tokens",
         "cache_creation_input_tokens",
         "cache_read_input_tokens",
+        "cache_creation",
         "output_tokens",
     }
 

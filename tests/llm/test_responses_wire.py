@@ -152,13 +152,25 @@ def test_images_and_opaque_items_in_user_content() -> None:
         ({"seed": 3}, "seed"),
         ({"stop": ("END",)}, "stop"),
         ({"extras": {"input": []}}, "input"),
-        ({"extras": {"previous_response_id": "resp_1"}}, "previous_response_id"),
+        ({"extras": {"conversation": "conv_1"}}, "conversation"),
         ({"extras": {"reasoning": {"effort": "low"}}}, "reasoning"),
     ],
 )
 def test_config_the_wire_cannot_send_is_refused(config: dict[str, Any], problem: str) -> None:
     with pytest.raises(HeaderError, match=problem):
         ResponsesWire().encode_body(_request(**config))
+
+
+def test_a_proxied_clients_previous_response_id_is_sent_as_given() -> None:
+    """The loop never sets it; a proxied client's request carries it as sent."""
+    request = make_request(
+        HISTORY,
+        extras={"previous_response_id": "resp_1"},
+        wire={"api": "responses", "store_false": False},
+    )
+    body = decode(wire_for(request.header.config).encode_body(request))
+    assert body["previous_response_id"] == "resp_1"
+    assert "store" not in body
 
 
 def test_a_block_the_wire_cannot_send_is_refused() -> None:

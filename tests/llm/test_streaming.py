@@ -15,11 +15,20 @@ from typing import Any
 
 import httpx
 import pytest
+from httpx_sse import ServerSentEvent
 
 from tapelog import ContextOverflowError, ProviderError
-from tapelog.llm._api import AbortHandle, AnthropicWire, OpenAIWire, assemble_message
+from tapelog.llm._api import (
+    AbortHandle,
+    AnthropicStreamParser,
+    AnthropicWire,
+    OpenAIStreamParser,
+    OpenAIWire,
+    assemble_message,
+)
 from tapelog.llm._clients import AnthropicClient, OpenAIClient
 from tapelog.llm._types import normalise_usage
+from tapelog.log._api import encode_str
 
 from ._requests import TOOL_LOOP, make_request
 
@@ -423,3 +432,32 @@ async def test_abort_while_waiting_for_the_next_event() -> None:
     asyncio.get_running_loop().call_later(0.05, abort.abort)
     chunks = await asyncio.wait_for(_collect(_openai(handler), make_request(TOOL_LOOP), abort), 5)
     assert chunks == []
+
+
+def test_both_parsers_log_the_providers_cache_diagnostics_as_given() -> None:
+    diagnostics = {"cache_miss_reason": {"type": "tools_changed", "cache_missed_input_tokens": 9}}
+    start = {
+        "type": "message_start",
+        "message": {"id": "m", "usage": {"input_tokens": 3}, "diagnostics": diagnostics},
+    }
+    anthropic = AnthropicStreamParser("anthropic")
+    frames = [
+        start,
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    ]
+    for frame in frames:
+        anthropic.feed(ServerSentEvent(event=frame["type"], data=encode_str(frame)))
+    (usage,) = [c["usage"] for c in anthropic.end() if c["kind"] == "usage"]
+    assert usage["cache_diagnostics"] == diagnostics
+    openai = OpenAIStreamParser("openai")
+    given = {"type": "cache_miss", "reason": "model_changed", "cache_missed_tokens": 5}
+    last = {"choices": [], "usage": {"prompt_tokens": 5}, "prompt_cache_diagnostics": given}
+    (chunk,) = openai.feed(ServerSentEvent(data=encode_str(last)))
+    assert chunk["usage"]["cache_diagnostics"] == given
+    (plain,) = openai.feed(ServerSentEvent(data=encode_str({"choices": [], "usage": {}})))
+    assert "cache_diagnostics" not in plain["usage"]

@@ -49,6 +49,7 @@ VALID: dict[str, dict[str, Any]] = {
     "assistant/chunk": {"turn": 0, "step": 0, "chunk": {"kind": "text", "text": "o"}},
     "assistant/message": assistant(),
     "tool/call": {"turn": 0, "step": 0, "call_id": "c0", "name": "read", "arguments": "{}"},
+    "tool/approval": {"turn": 0, "step": 0, "call_id": "c0", "approved": True, "by": "ann"},
     "tool/result": tool_result(),
     "request/header": {"header": HEADER, "reason": "initial"},
     "request/header-delta": {"config": {"provider": "openai", "model": "m2"}},

@@ -39,7 +39,18 @@ _LINES = ("You are a helpful agent.", "", "## Tools", "Be brief.", "cwd: /tmp", 
 line = st.sampled_from(_LINES) | st.text(
     alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\n"), max_size=8
 )
-system_prompts = st.none() | st.lists(line, min_size=1, max_size=6).map("\n".join)
+text_prompts = st.lists(line, min_size=1, max_size=6).map("\n".join)
+# A client's Anthropic system prompt: blocks, some with cache markers.
+system_block = st.fixed_dictionaries(
+    {"type": st.just("text"), "text": line},
+    optional={
+        "cache_control": st.sampled_from(
+            [{"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}]
+        )
+    },
+)
+block_prompts = st.lists(system_block, min_size=1, max_size=5)
+system_prompts = st.none() | text_prompts | block_prompts
 
 TOOL_NAMES = ("bash", "edit", "glob", "grep", "read", "write")
 
@@ -84,6 +95,11 @@ configs = st.builds(
     stop=st.lists(st.sampled_from(["\n\n", "END", "###"]), max_size=2).map(tuple),
     reasoning_effort=st.none() | st.sampled_from(["low", "high"]),
     extras=st.dictionaries(st.sampled_from(["thinking", "user", "n"]), json_values, max_size=2),
+    headers=st.dictionaries(
+        st.sampled_from(["anthropic-beta", "anthropic-version", "openai-beta"]),
+        st.sampled_from(["a-2025-01-01", "a-2025-01-01,b-2026-02-02", "2023-06-01"]),
+        max_size=2,
+    ),
 )
 
 prefix_messages = st.lists(
@@ -110,23 +126,27 @@ def headers(draw: st.DrawFn) -> EpochHeader:
 
 
 @st.composite
-def edited_system(draw: st.DrawFn, old: str | None) -> str | None:
-    """``old`` with a few lines inserted, deleted or replaced (or a new prompt)."""
+def edited_system(draw: st.DrawFn, old: Any) -> Any:
+    """``old`` with a few lines (or blocks) inserted, deleted or replaced (or a new prompt)."""
     if draw(st.booleans()):
         return old
     if old is None or draw(st.integers(0, 4)) == 0:
         return draw(system_prompts)
-    lines = old.split("\n")
+    blocks = not isinstance(old, str)
+    lines: list[Any] = list(old) if blocks else old.split("\n")
+    item = system_block if blocks else line
     for _ in range(draw(st.integers(1, 3))):
         at = draw(st.integers(0, len(lines)))
         action = draw(st.sampled_from(["insert", "delete", "replace"]))
         if action == "insert":
-            lines.insert(at, draw(line))
+            lines.insert(at, draw(item))
         elif lines and at < len(lines):
             if action == "delete":
                 del lines[at]
             else:
-                lines[at] = draw(line)
+                lines[at] = draw(item)
+    if blocks:
+        return lines or None
     return "\n".join(lines) or None
 
 

@@ -109,7 +109,25 @@ PAYLOAD_CASES: list[tuple[str, Any, type[TapelogError], str]] = [
         _with("user/message", content=[{"type": "video"}]),
         EventError,
         "user/message: data.content[0].type must be one of image, item, openai_part, reasoning, "
-        "text, tool_call, tool_result, got 'video'",
+        "text, tool_call, tool_result, wire, got 'video'",
+    ),
+    (
+        "user/message",
+        _with("user/message", role="assistant"),
+        EventError,
+        "user/message: data.role must be one of developer, system (absent: user), got 'assistant'",
+    ),
+    (
+        "context/message",
+        _with("context/message", role="developer"),
+        EventError,
+        "context/message: data.role must be one of developer, system",
+    ),
+    (
+        "user/message",
+        _with("user/message", fields=["name"]),
+        EventError,
+        "user/message: data.fields must be an object, got a list",
     ),
     (
         "user/message",
@@ -311,6 +329,7 @@ def test_every_event_type_has_a_valid_example_and_accepts_it() -> None:
         "assistant/chunk",
         "assistant/message",
         "tool/call",
+        "tool/approval",
         "tool/result",
         "step/end",
         "log/digest",

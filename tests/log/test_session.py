@@ -419,3 +419,26 @@ def test_session_ids_and_clock() -> None:
     assert re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{8}", session.id)
     assert session.info.created == 101
     assert session.append("turn/start", {"turn": 0}).time == 102
+
+
+def test_a_user_message_projects_its_role_and_fields() -> None:
+    session = sample_session()
+    content = [{"type": "text", "text": "Be terse."}]
+    data = {"content": content, "source": {"kind": "client"}, "role": "developer"}
+    dev = session.append("user/message", {**data, "fields": {"name": "ops"}}, surface_op="append")
+    assert derive_event_message(dev) == {
+        "role": "developer",
+        "content": content,
+        "fields": {"name": "ops"},
+    }
+    # An assistant message with no content but other members still shows.
+    only = session.append(
+        "assistant/message",
+        {**assistant(""), "fields": {"refusal": "no"}},
+        surface_op="append",
+    )
+    assert derive_event_message(only) == {
+        "role": "assistant",
+        "content": [],
+        "fields": {"refusal": "no"},
+    }

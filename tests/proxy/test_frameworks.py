@@ -52,11 +52,8 @@ CLIENT_REWRITES = {"pydantic-ai-openai": 2, "pydantic-ai-anthropic": 0, "openai-
 # Where what a framework sees through the proxy differs from what it sees
 # directly, and only in the usage it is told (docs/proxy.md):
 USAGE_DIFFERS = {
-    # The proxy forwards the bytes rebuilt from the log: equal to the client's in
-    # everything a provider reads, not byte for byte, and the emulator estimates
-    # tokens from the bytes. pydantic-ai's Anthropic model sends '"is_error":
-    # false' in every tool result, which the log's Anthropic wire leaves out.
-    ("pydantic-ai-anthropic", False): '"is_error":false',
+    # (pydantic-ai's Anthropic model sends '"is_error": false' in every tool
+    # result: carried as given, so it costs the same tokens through the proxy.)
     # The proxy streams from the upstream with usage and passes the usage event
     # on; the Agents SDK does not ask for it when it streams, so directly it is
     # told zero tokens and through the proxy the real counts.

@@ -15,6 +15,7 @@ from typing import Any
 
 from tapelog.log import decode, encode
 from tapelog.proxy import Upstream
+from tapelog.proxy._body_prefix import BodyPrefixes
 from tapelog.proxy._translate import Messages, Translator
 
 from ._helpers import assert_rebuilds, in_process, post, sessions_in
@@ -62,6 +63,27 @@ def test_an_extension_translates_as_a_fresh_translator_does() -> None:
     again = _translate(warm, "openai", {"model": MODEL, "messages": longer})
     assert again.known == len(second.neutral)
     _same(again, second)
+
+
+def test_an_extension_found_by_its_bytes_translates_as_a_fresh_translator_does() -> None:
+    """What the proxy does with a body's bytes: the body prefix names the
+    remembered messages it extends, and only the new ones are encoded."""
+    upstream = Upstream.resolve("deepseek", base_url="http://x")
+    warm, prefixes = Translator(upstream), BodyPrefixes()
+    messages = _openai_turns(5)
+    found: list[Messages] = []
+    for size in (5, 9, 13, 21):
+        raw = encode({"model": MODEL, "messages": messages[:size], "stream": True})
+        decoded = prefixes.decode(raw)
+        parsed = warm.parse("openai", decoded.body)
+        found.append(warm.messages(parsed, extends=decoded.extends))
+        warm.remember(found[-1])
+        prefixes.remember(raw, decoded, found[-1])
+        assert (decoded.extends is None) == (size == 5)
+        fresh = Translator(upstream)
+        _same(found[-1], fresh.messages(fresh.parse("openai", decode(raw))))
+        assert found[-1].encoded == encode(messages[1:size])  # after the system message
+    assert [m.known for m in found] == [0, *(len(m.neutral) for m in found[:-1])]
 
 
 def _anthropic(input_: dict[str, Any]) -> list[dict[str, Any]]:

@@ -265,19 +265,30 @@ async def test_header_changes_are_named_per_request(tmp_path: Path) -> None:
     assert_rebuilds(sessions, emu)
 
 
-async def test_the_session_index_is_rebuilt_from_the_store(tmp_path: Path) -> None:
+async def test_the_session_index_is_kept_in_the_store_and_rebuilt_without_it(
+    tmp_path: Path,
+) -> None:
     async with in_process(tmp_path) as (proxy, _, http):
         messages: list[Any] = [{"role": "user", "content": "hi"}]
         response = await post(http, PATH, {"model": MODEL, "messages": messages})
         messages += [response.json()["choices"][0]["message"], {"role": "user", "content": "more"}]
     (session_id,) = sessions_in(tmp_path)
+    index = tmp_path / ".index" / "points.jsonl"
+    assert session_id.encode() in index.read_bytes()
     async with in_process(tmp_path) as (proxy, _emu, http):
         assert await proxy.start() == 1
         assert proxy.index.end(session_id) is not None
         response = await post(http, PATH, {"model": MODEL, "messages": messages})
         assert response.status_code == 200
     assert list(sessions_in(tmp_path)) == [session_id]
-    # A proxy indexing no stored session starts new ones.
+    # The index is derived from the sessions: without it, a proxy rebuilds it.
+    index.unlink()
+    async with in_process(tmp_path) as (proxy, _emu, http):
+        assert await proxy.start() == 1
+        assert proxy.index.end(session_id) is not None
+    assert session_id.encode() in index.read_bytes()
+    # A proxy that rebuilds no stored session starts new ones.
+    index.unlink()
     async with in_process(tmp_path, scan_limit=0) as (proxy, _, http):
         assert await proxy.start() == 0
         await post(http, PATH, {"model": MODEL, "messages": messages})
@@ -367,3 +378,40 @@ async def test_reasoning_a_client_stops_sending_back_is_a_replace(tmp_path: Path
     assert "client changed messages[1]" in lines[2]
     assert "wire.reasoning_send_back -> present" in lines[2]
     assert_rebuilds({session.id: session}, emu)
+
+
+async def test_the_last_request_sent_again_continues_its_session(tmp_path: Path) -> None:
+    """A client whose answer was lost (a replica died after logging it) sends the
+    same request again: the session goes on, the earlier answer replaced."""
+    lines: list[str] = []
+    async with in_process(tmp_path, lines=lines) as (_, emu, http):
+        history: list[Any] = [{"role": "user", "content": "hi"}]
+        first = await post(http, PATH, {"model": MODEL, "messages": history})
+        history += [first.json()["choices"][0]["message"], {"role": "user", "content": "x"}]
+        await post(http, PATH, {"model": MODEL, "messages": history})
+        again = await post(http, PATH, {"model": MODEL, "messages": history})
+        history += [again.json()["choices"][0]["message"], {"role": "user", "content": "y"}]
+        await post(http, PATH, {"model": MODEL, "messages": history})
+    sessions = sessions_in(tmp_path)
+    assert len(sessions) == 1
+    (session,) = sessions.values()
+    assert "the last request again: its earlier answer replaced" in lines[2]
+    assert not any("forked" in line or "new session" in line for line in lines[1:])
+    replaced = [e for e in session.events if isinstance(e.surface_op, dict)]
+    assert [e.type for e in replaced] == ["user/message"]
+    assert _user_texts(session)[-3:] == ["hi", "x", "y"]
+    assert_rebuilds(sessions, emu)
+
+
+async def test_a_deleted_session_in_the_index_is_forgotten(tmp_path: Path) -> None:
+    async with in_process(tmp_path) as (_, _emu, http):
+        history: list[Any] = [{"role": "user", "content": "hi"}]
+        first = await post(http, PATH, {"model": MODEL, "messages": history})
+        history += [first.json()["choices"][0]["message"], {"role": "user", "content": "x"}]
+    (gone,) = sessions_in(tmp_path)
+    (tmp_path / f"{gone}.jsonl").unlink()
+    async with in_process(tmp_path) as (_, _emu, http):
+        again = await post(http, PATH, {"model": MODEL, "messages": history})
+    assert again.status_code == 200, again.text
+    (session_id,) = sessions_in(tmp_path)
+    assert session_id != gone

@@ -124,7 +124,10 @@ def _round_trip(family: str, data: st.DataObject) -> None:
         wire: Any = OpenAIWire(dialect="deepseek", send_back="present")
     else:
         upstream = Upstream.resolve("anthropic", base_url="http://x")
-        config = LlmCallConfig(provider="anthropic", model="m", max_tokens=64)
+        # What the proxy logs: the client's own cache markers (here none).
+        config = LlmCallConfig(
+            provider="anthropic", model="m", max_tokens=64, wire={"cache_markers": "client"}
+        )
         wire = AnthropicWire()
     header = EpochHeader(config=config, system=system, tools=tools)
     body = decode(wire.encode_body(LlmRequest(header=header, messages=messages)))

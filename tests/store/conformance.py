@@ -30,6 +30,7 @@ from tapelog.log._events import EVENT_TYPES
 from tapelog.store import SessionStore
 
 from .conformance_follow import FollowConformance
+from .conformance_points import PointsConformance
 
 
 def full_session(session_id: str = "full-1") -> Session:
@@ -70,6 +71,10 @@ def full_session(session_id: str = "full-1") -> Session:
     call = s.append(
         "tool/call",
         {"turn": 0, "step": 0, "call_id": "c1", "name": "ls", "arguments": '{"path": "."}'},
+    )
+    s.append(
+        "tool/approval",
+        {"turn": 0, "step": 0, "call_id": "c1", "approved": True, "by": "ann", "reason": "ok"},
     )
     result = s.append(
         "tool/result",
@@ -122,7 +127,7 @@ def lines_of(session: Session) -> list[bytes]:
     return [event.encode() for event in session.events]
 
 
-class StoreConformance(FollowConformance):
+class StoreConformance(FollowConformance, PointsConformance):
     """Subclass as ``Test<Backend>`` and implement the two hooks below."""
 
     def make_store(self, tmp_path: Path) -> SessionStore:

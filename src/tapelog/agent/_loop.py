@@ -23,11 +23,15 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import Any
 
 from tapelog._errors import Aborted, ContextOverflowError, ProviderError
+from tapelog.agent._approval import ApprovalGate, Approver
+from tapelog.agent._budget import Budget, BudgetGuard
 from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
 from tapelog.agent._context_meter import ContextMeter
 from tapelog.agent._flushing import flush_off_loop
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, request_config, text_blocks
+from tapelog.agent._model_string import resolve_target
 from tapelog.agent._output import OutputRun, OutputType, output_toolset, shape_request
+from tapelog.agent._persistent import StoredSessionOwner
 from tapelog.agent._reply import (
     ReplySources,
     StepRef,
@@ -76,7 +80,7 @@ from tapelog.request import build_request
 __all__ = ["Agent"]
 
 
-class Agent:
+class Agent(StoredSessionOwner):
     """A tool-using agent over a :class:`Session` (one instance = one loop instance).
 
     ``check`` turns the invariant checker on or off (default: on, unless
@@ -84,14 +88,19 @@ class Agent:
     log before it is sent, at a cost proportional to what is new. ``context``
     sources (:class:`RuntimeContext`) put their values in the session prefix
     and log a watched value's change as a ``context/message`` (never the system prompt).
+
+    ``Agent("openai:gpt-4.1-mini")`` (or ``model=`` beside a session) makes the
+    client and config from a model string (:mod:`tapelog.agent._model_string`);
+    :meth:`open` creates or resumes a stored session in one call.
     """
 
     def __init__(
         self,
-        session: Session,
-        client: ProviderClient,
+        session: Session | str | None = None,
+        client: ProviderClient | None = None,
         *,
-        config: LlmCallConfig,
+        config: LlmCallConfig | None = None,
+        model: str | None = None,
         system: str | None = None,
         tools: Toolset | Iterable[Tool | ToolSource] = (),
         tool_order: Sequence[str] | None = None,
@@ -104,7 +113,11 @@ class Agent:
         trimming: TrimPolicy | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         context: Iterable[ContextSource] = (),
+        deps: Any = None,
+        budget: Budget | None = None,
+        approver: Approver | None = None,
     ) -> None:
+        session, client, config = resolve_target(session, client, config, model)
         self.session = session
         self.client = client
         self._config = checked_config(config)
@@ -114,6 +127,9 @@ class Agent:
         self.tool_order = list(tool_order) if tool_order is not None else None
         self.hooks = hooks or Hooks()
         self.writer = writer
+        self.deps = deps  # handed to tools that declare a RunContext; never logged
+        self.approver = approver  # decides on calls of tools that require approval
+        self._budget = BudgetGuard(budget, self._config)  # checked before each request
         self.retry = retry or RetryPolicy()
         self.max_steps = max_steps
         self.check = check_enabled(check)
@@ -311,6 +327,9 @@ class Agent:
             if step > self.max_steps:
                 outcome.steps -= 1
                 return await self._end(outcome, {"kind": "max_steps", "limit": self.max_steps})
+            if (spent := self._budget.over(self.session, turn)) is not None:
+                outcome.steps -= 1
+                return await self._end(outcome, spent)
             await self._between_steps(turn)
             try:
                 message, finish = await self._step(turn, step)
@@ -520,6 +539,8 @@ class Agent:
             step=step,
             calls=calls,
             flush=self._flush,
+            deps=self.deps,
+            gate=ApprovalGate(self.approver, self.tools),
         )
         for text in contexts:
             self.inject(text, kind="tool-post-execute")

@@ -20,6 +20,7 @@ from typing import Any
 import pydantic
 
 from tapelog._errors import JsonValueError, ToolError
+from tapelog.agent._tool_context import is_run_context
 from tapelog.agent._untitled_schema import UntitledSchema
 from tapelog.log._api import FrozenDict, freeze
 
@@ -28,7 +29,10 @@ __all__ = ["arguments_model", "hinted", "json_schema"]
 
 def arguments_model(
     function: Callable[..., Any], name: str, arg_docs: Mapping[str, str]
-) -> tuple[list[tuple[str, inspect.Parameter]], type[pydantic.BaseModel]]:
+) -> tuple[list[tuple[str, inspect.Parameter]], type[pydantic.BaseModel], str | None]:
+    """The model of the arguments the model sends, with the parameters they fill,
+    and the name of the parameter that takes the :class:`RunContext` (if any):
+    that one is the agent's, so it is not part of the schema."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
@@ -42,7 +46,11 @@ def arguments_model(
         ) from None
     params: list[tuple[str, inspect.Parameter]] = []
     fields: dict[str, Any] = {}
+    context: str | None = None
     for i, param in enumerate(signature.parameters.values()):
+        if is_run_context(hints.get(param.name)):
+            context = _context_param(name, param, context)
+            continue
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             raise ToolError(
                 f"tool {name} cannot take *{param.name}: the model passes named arguments, "
@@ -67,7 +75,7 @@ def arguments_model(
             extra["description"] = arg_docs[param.name]
         fields[field] = (hints[param.name], pydantic.Field(default, alias=param.name, **extra))
         params.append((field, param))
-    unknown = [a for a in arg_docs if a not in signature.parameters]
+    unknown = [a for a in arg_docs if a not in signature.parameters or a == context]
     if unknown:
         raise ToolError(
             f"the docstring of tool {name} describes {unknown[0]!r}, which is not a parameter; "
@@ -79,7 +87,21 @@ def arguments_model(
         )
     except Exception as exc:
         raise ToolError(f"the parameter types of tool {name} are not supported ({exc})") from None
-    return params, typing.cast(type[pydantic.BaseModel], model)
+    return params, typing.cast(type[pydantic.BaseModel], model), context
+
+
+def _context_param(name: str, param: inspect.Parameter, seen: str | None) -> str:
+    if seen is not None:
+        raise ToolError(
+            f"tool {name} declares two RunContext parameters ({seen!r} and {param.name!r}); "
+            "one receives the context"
+        )
+    if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+        raise ToolError(
+            f"the RunContext parameter {param.name!r} of tool {name} is positional-only; "
+            "the agent passes it by name, so drop the '/' before it"
+        )
+    return param.name
 
 
 def hinted(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -33,6 +33,7 @@ import pydantic
 
 from tapelog._errors import JsonValueError, ToolError
 from tapelog.agent._docstring import parse_docstring
+from tapelog.agent._tool_context import current_run_context
 from tapelog.agent._tool_schema import arguments_model, hinted, json_schema
 from tapelog.log import decode
 from tapelog.log._api import FrozenDict, encode_str, freeze
@@ -75,20 +76,25 @@ class Tool:
     docstring (first paragraph, and a Google-style ``Args:`` section).
     """
 
+    requires_approval: bool = False
+    """Ask the agent's approver before each call runs (docs/api.md, "Tool approval")."""
+
     def __init__(
         self,
         function: Callable[..., Any],
         *,
         name: str | None = None,
         description: str | None = None,
+        requires_approval: bool = False,
     ) -> None:
         name = _checked_name(name if name is not None else getattr(function, "__name__", ""))
+        self.requires_approval = requires_approval
         self.function = function
         self.name = name
         summary, arg_docs = parse_docstring(inspect.getdoc(function) or "")
         self.description = description if description is not None else summary
         self._is_async = inspect.iscoroutinefunction(hinted(function))
-        self._params, self._model = arguments_model(function, name, arg_docs)
+        self._params, self._model, self._context = arguments_model(function, name, arg_docs)
         self.parameters: FrozenDict = json_schema(self._model, name)
         self._schema: FrozenDict = freeze(
             {"name": self.name, "description": self.description, "parameters": self.parameters},
@@ -108,6 +114,11 @@ class Tool:
             args, kwargs = self._bind(arguments)
         except _BadArguments as bad:
             return self._invalid(bad)
+        if self._context is not None:
+            context = current_run_context()
+            if context is None:
+                return self._no_context()
+            kwargs[self._context] = context
         try:
             if self._is_async:
                 result = await self.function(*args, **kwargs)
@@ -131,6 +142,17 @@ class Tool:
             content=content,
             is_error=True,
             error={"kind": "exception", "type": type(exc).__name__, "message": message},
+        )
+
+    def _no_context(self) -> ToolOutcome:
+        message = (
+            f"{self.name} takes a RunContext, which only an Agent's tool call provides; "
+            "run it through an Agent"
+        )
+        return ToolOutcome(
+            content=message,
+            is_error=True,
+            error={"kind": "exception", "type": "ToolError", "message": message},
         )
 
     def _invalid(self, bad: _BadArguments) -> ToolOutcome:
@@ -293,7 +315,7 @@ def _decode_arguments(arguments: str) -> dict[str, Any]:
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -301,16 +323,18 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a :class:`Tool`.
 
-    Use it bare (``@tool``) or with overrides (``@tool(name=..., description=...)``).
+    Use it bare (``@tool``) or with overrides (``@tool(name=..., description=...,
+    requires_approval=True)``).
     """
     if function is not None:
         return Tool(function, name=name, description=description)
 
     def decorate(fn: Callable[..., Any]) -> Tool:
-        return Tool(fn, name=name, description=description)
+        return Tool(fn, name=name, description=description, requires_approval=requires_approval)
 
     return decorate
 

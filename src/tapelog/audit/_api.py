@@ -3,6 +3,7 @@
 """
 
 from tapelog.audit._cache_report import CacheTotals, RequestCache
+from tapelog.audit._cache_watch import CacheWatch
 from tapelog.audit._checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from tapelog.audit._diff import HeaderDiff
 from tapelog.audit._report_html import (
@@ -19,6 +20,7 @@ from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
     "CacheTotals",
+    "CacheWatch",
     "HeaderDiff",
     "ReportLinks",
     "ReportParts",

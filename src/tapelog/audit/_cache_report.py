@@ -19,6 +19,7 @@ from typing import Any
 from tapelog.audit._cache_cause import CacheCause, header_detail
 from tapelog.audit._diff import header_diff, is_client_edit, replacement_kind
 from tapelog.audit._history_edits import history_changes
+from tapelog.audit._provider_verdict import agrees, provider_verdict
 from tapelog.audit._refs import RequestRef
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import (
@@ -50,8 +51,16 @@ class RequestCache(RequestRef):
     drop: bool
     causes: tuple[CacheCause, ...]
     usage_logged: bool = True
+    provider_verdict: str | None = None
+    """The provider's own cache verdict (``_provider_verdict``), when it gave one."""
+    provider_agrees: bool | None = None
+    """Whether that verdict fits :attr:`causes` (``None``: inconclusive)."""
 
     def to_json(self) -> dict[str, Any]:
+        provider = {}
+        if self.provider_verdict is not None:
+            verdict = {"verdict": self.provider_verdict, "agrees": self.provider_agrees}
+            provider = {"provider": verdict}
         return {
             **self.ref_json(),
             "rule": self.rule,
@@ -61,6 +70,7 @@ class RequestCache(RequestRef):
             "shared_prefix_tokens": self.shared_prefix_tokens,
             "drop": self.drop,
             "causes": [c.to_json() for c in self.causes],
+            **provider,
         }
 
 
@@ -403,6 +413,8 @@ def _row(
             "expected": counts.expected,
         }
         causes.append(CacheCause(kind="unexplained", seqs=(), detail=detail))
+    usage = request.message.data.get("usage") if request.message is not None else None
+    verdict = provider_verdict(usage)
     return RequestCache(
         **request_fields(request),
         rule=rule,
@@ -413,6 +425,8 @@ def _row(
         drop=not extends or counts.short or reset is not None,
         causes=tuple(causes),
         usage_logged=counts.usage_logged,
+        provider_verdict=verdict,
+        provider_agrees=agrees(verdict, causes),
     )
 
 

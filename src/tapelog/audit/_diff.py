@@ -28,7 +28,7 @@ from tapelog.audit._header_changes import (
 from tapelog.audit._history_edits import history_changes
 from tapelog.audit._refs import RequestRef
 from tapelog.log import encode
-from tapelog.log._api import EpochHeader, Event, History, Session
+from tapelog.log._api import EpochHeader, Event, History, Session, system_lines
 from tapelog.request import walk_requests
 from tapelog.request._api import HeaderChange, WalkedRequest, request_fields
 
@@ -134,8 +134,8 @@ def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:
     new_tools = {t["name"]: t for t in new.tools}
     common_old = [n for n in old_tools if n in new_tools]
     common_new = [n for n in new_tools if n in old_tools]
-    old_lines = old.system.split("\n") if old is not None and old.system else []
-    new_lines = new.system.split("\n") if new.system else []
+    old_lines = system_lines(old.system) if old is not None else []
+    new_lines = system_lines(new.system)
     system = tuple(
         line.rstrip("\n")
         for line in difflib.unified_diff(old_lines, new_lines, "before", "after", lineterm="")

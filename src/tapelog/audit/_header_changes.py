@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapelog.audit._edits import excerpt, text_change
-from tapelog.log._api import EpochHeader, diff_header
+from tapelog.log._api import EpochHeader, diff_header, system_lines
 from tapelog.log._api import encode_trusted as encode
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "tool_positions",
 ]
 
-_NESTED = ("extras", "wire")
+_NESTED = ("extras", "wire", "headers")
 _KEYS_SHOWN = 10
 
 
@@ -69,9 +69,9 @@ def system_change(old: EpochHeader, new: EpochHeader) -> SystemChange | None:
     if trim is None:
         return None
     keep_start, keep_end = int(trim["keep_start"]), int(trim["keep_end"])
-    old_lines = old.system.split("\n") if old.system else []
+    old_lines, new_lines = system_lines(old.system), system_lines(new.system)
     removed = old_lines[keep_start : len(old_lines) - keep_end]
-    added = [str(line) for line in trim["insert"]]
+    added = new_lines[keep_start : len(new_lines) - keep_end]
     if removed and added:
         change = text_change("\n".join(removed), "\n".join(added))
         assert change is not None  # the trim keeps every equal line out
@@ -92,7 +92,7 @@ def system_change(old: EpochHeader, new: EpochHeader) -> SystemChange | None:
 
 def config_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``key -> (old, new)`` for every config value that differs (``None``: unset);
-    ``extras`` and ``wire`` key by key (``extras.response_format``)."""
+    ``extras``, ``wire`` and ``headers`` key by key (``extras.response_format``)."""
     changes: dict[str, tuple[Any, Any]] = {}
     for key in [*old, *(k for k in new if k not in old)]:
         a, b = old.get(key), new.get(key)

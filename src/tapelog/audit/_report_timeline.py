@@ -63,6 +63,12 @@ def _event_item(event: Event, calls: dict[str, str]) -> str | None:
     if kind == "tool/call":
         calls[data["call_id"]] = data["name"]
         return None
+    if kind == "tool/approval":  # a person's (the approver's) decision, before the tool ran
+        name = calls.get(data["call_id"], data["call_id"])
+        verdict = "approved" if data["approved"] else "denied"
+        why = f": {data['reason']}" if "reason" in data else ""
+        text = escape(f"{name} {verdict} by {data['by']}{why}")
+        return _item(seq, "tool" if data["approved"] else "tool error", "approval", text)
     if kind == "tool/result":
         name = calls.get(data["call_id"], data["call_id"])
         op = event.surface_op

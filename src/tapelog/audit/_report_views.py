@@ -19,7 +19,7 @@ from typing import Any
 
 from tapelog.audit._diff import tool_marks
 from tapelog.audit._report_links import ReportLinks
-from tapelog.log._api import EpochHeader, Event, encode_str
+from tapelog.log._api import EpochHeader, Event, encode_str, system_lines
 from tapelog.request import LlmRequest
 
 __all__ = [
@@ -147,7 +147,7 @@ def message_html(
 
 def header_keys(header: EpochHeader) -> tuple[str, str]:
     """What makes two requests' system prompt (first) or tools (second) the same."""
-    return "s" + (header.system or ""), "t" + encode_str(list(header.tools))
+    return "s" + "\n".join(system_lines(header.system)), "t" + encode_str(list(header.tools))
 
 
 def _part(
@@ -213,7 +213,7 @@ def requests_html(
         actions = links.request_actions(item.index)
         if actions:
             parts.append(f'<div class="actions">{actions}</div>')
-        system = header.system or ""
+        system = "\n".join(system_lines(header.system))
         title = f"System prompt ({len(system):,} chars)"
         body = f"<pre>{escape(clip(system, limit))}</pre>"
         parts.append(_part(title, body, seen, system_key, item.index, links))

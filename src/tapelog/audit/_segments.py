@@ -28,12 +28,13 @@ from tapelog.cache._api import (
     chain_segments,
     openai_message_source,
     openai_sources,
+    prefix_root,
     provider_cache,
     responses_item_source,
     responses_sources,
 )
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, wire_for
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, merges, wire_for
 from tapelog.log._api import EpochHeader, FrozenDict, concat_frozen
 
 __all__ = ["SegmentRenderer", "rule_for"]
@@ -95,7 +96,7 @@ class SegmentRenderer:
             key = ("responses", wire.dialect, rule)
         else:
             key = ("anthropic", rule)
-        key = (key, config.model)
+        key = (key, config.model, config.extras.get("prompt_cache_key"))
         same = (
             appended_only
             and key == self._key
@@ -132,7 +133,8 @@ class SegmentRenderer:
             sources = responses_sources(body)
         else:
             sources = anthropic_sources({k: v for k, v in body.items() if k != "messages"})
-        self._root = f"{rule}:{header.config.model}"
+        config = header.config
+        self._root = prefix_root(rule, config.model, config.extras.get("prompt_cache_key"))
         self._chain(sources)
         self._head_points = [i for i, s in enumerate(self._segments) if s.breakpoint]
         self._head_len = len(self._segments)
@@ -251,7 +253,7 @@ class SegmentRenderer:
             wire_role, mapped = self._anthropic_cache.piece(seqs[i], messages[i], make)
             if not mapped:
                 continue
-            if wire_role != role:
+            if role is None or not merges(role, wire_role):
                 firsts.append(i)
                 role = wire_role
         return firsts

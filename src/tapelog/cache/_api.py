@@ -16,6 +16,7 @@ from tapelog.cache._rules import (
 )
 from tapelog.cache._segments import (
     anthropic_block_source,
+    anthropic_marker_ttls,
     anthropic_sources,
     blocks_of,
     count_cache_controls,
@@ -25,6 +26,7 @@ from tapelog.cache._segments import (
     openai_reply_message,
     openai_reply_sources,
     openai_sources,
+    prefix_root,
     responses_item_source,
     responses_sources,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "SegmentSource",
     "account",
     "anthropic_block_source",
+    "anthropic_marker_ttls",
     "anthropic_sources",
     "blocks_of",
     "chain_segments",
@@ -50,6 +53,7 @@ __all__ = [
     "openai_reply_message",
     "openai_reply_sources",
     "openai_sources",
+    "prefix_root",
     "profile_for",
     "provider_cache",
     "responses_item_source",

@@ -33,6 +33,7 @@ from tapelog.log._api import encode_trusted as encode
 
 __all__ = [
     "anthropic_block_source",
+    "anthropic_marker_ttls",
     "anthropic_sources",
     "blocks_of",
     "count_cache_controls",
@@ -41,6 +42,7 @@ __all__ = [
     "openai_message_source",
     "openai_reply_sources",
     "openai_sources",
+    "prefix_root",
     "responses_item_source",
     "responses_scope_source",
     "responses_sources",
@@ -49,6 +51,17 @@ __all__ = [
 # Values under these keys are copied verbatim by a chat template: key order inside
 # a tool schema or a tool input is part of the rendered tokens.
 _OPAQUE = frozenset({"parameters", "input_schema", "input"})
+
+
+def prefix_root(rule: str, model: str, cache_key: Any = None) -> str:
+    """The root every prefix key of a request chains from: the cache rule and
+    the model, and, under OpenAI's rule, the request's ``prompt_cache_key``
+    (OpenAI routes a request by its key with its prefix: a prefix cached under
+    one key is not read under another, docs/providers.md)."""
+    root = f"{rule}:{model}"
+    if rule == "openai" and isinstance(cache_key, str):
+        root += f":{cache_key}"
+    return root
 
 
 def estimate_bytes(data: bytes) -> int:
@@ -218,6 +231,26 @@ def anthropic_sources(body: Mapping[str, Any]) -> list[SegmentSource]:
         last = sources[-1]
         sources[-1] = SegmentSource(last.identity, last.tokens, True)
     return sources
+
+
+def anthropic_marker_ttls(body: Mapping[str, Any]) -> list[str | None]:
+    """The TTL of each breakpoint of :func:`anthropic_sources`, in its order:
+    ``"5m"`` (the default) or ``"1h"`` for a marked block, ``None`` for the others."""
+
+    def ttl(block: Any) -> str | None:
+        if not _marked(block):
+            return None
+        control = block["cache_control"]
+        return "1h" if isinstance(control, Mapping) and control.get("ttl") == "1h" else "5m"
+
+    ttls = [ttl(t) for t in body.get("tools") or ()]
+    ttls.extend(ttl(b) for b in blocks_of(body.get("system")))
+    for message in body.get("messages", ()):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        ttls.extend(ttl(b) for b in blocks_of(content))
+    if body.get("cache_control") is not None and ttls:
+        ttls[-1] = ttl({"cache_control": body["cache_control"]})
+    return ttls
 
 
 def count_cache_controls(body: Mapping[str, Any]) -> int:

@@ -204,7 +204,9 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
         )
         system = _system_text(opts["system"], opts["system_file"])
         if system is None and resumed and session.header is not None:
-            system = session.header.system
+            logged = session.header.system
+            # A block-list system prompt (logged by the proxy) is a client's, not the loop's.
+            system = logged if isinstance(logged, str) else None
         # The store's directory is protected from the tools wherever it lies.
         protected = [store.root] if isinstance(store, JsonlStore) else []
         tools = fs_tools(opts["workspace"], protected=protected) if opts["toolset"] == "fs" else ()

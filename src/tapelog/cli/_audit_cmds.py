@@ -51,6 +51,12 @@ def cache_table(report: CacheReport) -> Table:
     table.add_column("drop / causes")
     for row in report.requests:
         causes = ", ".join(c.label for c in row.causes)
+        shown = (f"drop: {causes}" if causes else "drop") if row.drop else ""
+        if row.provider_verdict is not None:  # the provider's own word, beside the audit's
+            verdict = f"provider: {row.provider_verdict}"
+            if row.provider_agrees is False:
+                verdict += " (disagrees)"
+            shown = f"{shown} · {verdict}" if shown else verdict
         table.add_row(
             str(row.index),
             str(row.turn),
@@ -62,7 +68,7 @@ def cache_table(report: CacheReport) -> Table:
             f"{row.cached_expected:,}",
             f"{row.shared_prefix_tokens:,}",
             # Log text (tool names, ids): cleaned, and never read as Rich markup.
-            Text(terminal_text((f"drop: {causes}" if causes else "drop") if row.drop else "")),
+            Text(terminal_text(shown)),
         )
     return table
 
@@ -71,6 +77,12 @@ def cache_breaks_text(report: CacheReport) -> str:
     """Each cause of each drop as a sentence, request by request (after the table)."""
     lines: list[str] = []
     for row in report.requests:
+        if row.provider_agrees is False:
+            found = ", ".join(c.label for c in row.causes) or "no change"
+            lines.append(
+                f"#{row.index} (turn {row.turn} step {row.step}): the provider says "
+                f"{row.provider_verdict}, but the log shows {found}"
+            )
         for cause in row.causes:
             seqs = ", ".join(map(str, cause.seqs))
             where = f" [seq {seqs}]" if len(cause.seqs) == 1 else f" [seqs {seqs}]"

@@ -45,8 +45,18 @@ def base_urls(host: str, port: int) -> dict[str, str]:
     default=None,
     help="Answer prompts estimated above N tokens with the context-length error.",
 )
+@click.option(
+    "--cache-diagnostics",
+    is_flag=True,
+    help="Answer chat completions with prompt_cache_diagnostics: each request compared "
+    "with the previous one of its cache rule (docs/emulator.md).",
+)
 def emulator_command(
-    host: str, port: int, script_path: Path | None, context_window: int | None
+    host: str,
+    port: int,
+    script_path: Path | None,
+    context_window: int | None,
+    cache_diagnostics: bool,
 ) -> None:
     """Serve local DeepSeek, OpenAI and Anthropic endpoints with cache accounting."""
     if not is_loopback(host):
@@ -65,7 +75,9 @@ def emulator_command(
             script = load_script(script_path)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--script") from None
-    emu = Emulator(script=script, context_window=context_window)
+    emu = Emulator(
+        script=script, context_window=context_window, cache_diagnostics=cache_diagnostics
+    )
     sock = listen(host, port)
     for provider, url in base_urls(host, sock.getsockname()[1]).items():
         click.echo(f"{provider:<10} {url}")

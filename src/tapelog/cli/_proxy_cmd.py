@@ -6,8 +6,10 @@ loopback ``Host`` names only unless ``--allow-remote`` says otherwise, and
 refuses requests from web pages (an ``Origin`` header) unless
 ``--allow-origin`` names their origin. It prints where it listens and the
 environment variables common clients read, then one line per request
-(session, cached/prompt tokens, what changed); every line goes through the
-terminal filter (names and errors come from clients and the upstream).
+(session, cached/prompt tokens, what changed) and, unless ``--quiet``, one
+more for each request whose cacheable prefix broke (the cache audit's causes,
+run live); every line goes through the terminal filter (names and errors
+come from clients and the upstream).
 """
 
 from __future__ import annotations
@@ -70,7 +72,14 @@ def client_settings(host: str, port: int, family: str) -> list[str]:
     default=100,
     show_default=True,
     type=click.IntRange(min=0),
-    help="How many of the newest stored proxy sessions a request may continue after a restart.",
+    help="When the store has no conversation index yet, how many of the newest stored proxy "
+    "sessions to rebuild it from (a store with one is read whole).",
+)
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="Do not print a line for each request whose cacheable prefix broke (the cache "
+    "audit run live).",
 )
 @store_option
 @providers_option
@@ -83,6 +92,7 @@ def proxy_command(
     allow_origins: tuple[str, ...],
     check: bool | None,
     resume_sessions: int,
+    quiet: bool,
     store: str | None,
 ) -> None:
     """Serve an OpenAI / Anthropic API that logs every request and forwards the bytes
@@ -115,6 +125,8 @@ def proxy_command(
 
     def report(summary: RequestSummary) -> None:
         click.echo(terminal_text(summary.line()))
+        if summary.cache_break is not None:
+            click.echo(terminal_text(summary.cache_break))
 
     sock = listen(host, port)
     proxy = Proxy(
@@ -125,6 +137,7 @@ def proxy_command(
         scan_limit=resume_sessions,
         check_host=not allow_remote,
         allowed_origins=allow_origins,
+        watch_cache=not quiet,
     )
     bound = sock.getsockname()[1]
 

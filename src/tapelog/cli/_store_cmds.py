@@ -292,6 +292,10 @@ def _describe(event: Event) -> str:
         text = f"{source}: {_excerpt(_blocks_text(d['content']), 60)}{cut}{extra}"
     elif etype == "tool/call":
         text = f"{d['call_id']} {d['name']}({_excerpt(d['arguments'], 50)})"
+    elif etype == "tool/approval":
+        verdict = "approved" if d["approved"] else "denied"
+        reason = f": {_excerpt(d['reason'])}" if "reason" in d else ""
+        text = f"{d['call_id']} {verdict} by {d['by']}{reason}"
     elif etype == "tool/result":
         flag = "error " if d["is_error"] else ""
         text = f"{d['call_id']} {flag}{_excerpt(_blocks_text(d['content']))}"

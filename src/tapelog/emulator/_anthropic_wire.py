@@ -18,11 +18,14 @@ from tapelog.emulator._sse import Stream, event_frame, split_even, split_every
 from tapelog.log import decode, encode
 
 __all__ = [
+    "cache_creation",
+    "check_signatures",
     "error_body",
     "error_event",
     "error_type",
     "message_body",
     "overflow_body",
+    "sign",
     "stop_reason",
     "stream_frames",
     "usage_of",
@@ -58,20 +61,79 @@ def stop_reason(reply: Reply) -> str:
     return _STOP[reply.finish_reason]
 
 
-def usage_of(outcome: CacheOutcome, reply: Reply, *, output: int | None = None) -> dict[str, Any]:
-    """``input_tokens`` counts only what follows the cache; the three sum to the prompt."""
-    return {
+def usage_of(
+    outcome: CacheOutcome,
+    reply: Reply,
+    *,
+    output: int | None = None,
+    creation: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """``input_tokens`` counts only what follows the cache; the three sum to the
+    prompt. ``creation`` splits the written tokens by TTL (``cache_creation``)."""
+    usage: dict[str, Any] = {
         "input_tokens": outcome.uncached,
         "cache_creation_input_tokens": outcome.write,
         "cache_read_input_tokens": outcome.read,
-        "output_tokens": reply.output_tokens if output is None else output,
     }
+    if creation is not None:
+        usage["cache_creation"] = creation
+    usage["output_tokens"] = reply.output_tokens if output is None else output
+    return usage
+
+
+def cache_creation(
+    outcome: CacheOutcome, tokens: list[int], ttls: list[str | None]
+) -> dict[str, int]:
+    """The written tokens by TTL, as the API reports them: those up to the last
+    ``1h`` breakpoint went to the 1-hour cache, the rest to the 5-minute one
+    (the API requires every 1h breakpoint before any 5m one)."""
+    end, one_hour = 0, 0
+    for size, ttl in zip(tokens, ttls, strict=True):
+        end += size
+        if ttl == "1h":
+            one_hour = end
+    start = outcome.read
+    hour = max(0, min(one_hour, start + outcome.write) - start)
+    return {
+        "ephemeral_5m_input_tokens": outcome.write - hour,
+        "ephemeral_1h_input_tokens": hour,
+    }
+
+
+_SIGNED = "emu-"
+"""The prefix of a signature this emulator made (and so can check)."""
+
+
+def sign(thinking: str) -> str:
+    """The emulator's signature of a thinking block's text: a digest of it, so a
+    block sent back with its text or signature altered no longer matches."""
+    return _SIGNED + hashlib.sha256(thinking.encode("utf-8")).hexdigest()[:32]
+
+
+def check_signatures(messages: Any) -> str | None:
+    """The API's 400 for a thinking block sent back altered (its text or its
+    signature): ``messages.N.content.M: Invalid `signature` in `thinking` block``.
+    Only signatures this emulator made are checked (a scripted ``signature``
+    is the script's own: the emulator cannot know what it signs)."""
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        for number, block in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(block, dict) or block.get("type") != "thinking":
+                continue
+            signature, thinking = block.get("signature"), block.get("thinking")
+            if not isinstance(signature, str) or not isinstance(thinking, str):
+                continue
+            if signature.startswith(_SIGNED) and signature != sign(thinking):
+                return f"messages.{index}.content.{number}: Invalid `signature` in `thinking` block"
+    return None
 
 
 def _signature(reply: Reply) -> str:
     if reply.signature is not None:
         return reply.signature
-    return "emu-" + hashlib.sha256(reply.reasoning.encode("utf-8")).hexdigest()[:32]
+    return sign(reply.reasoning)
 
 
 def _input_object(arguments: str) -> Any:
@@ -139,8 +201,15 @@ def _block_events(index: int, start: dict[str, Any], deltas: list[dict[str, Any]
     return frames
 
 
-def stream_frames(reply: Reply, outcome: CacheOutcome, *, id: str, model: str) -> Stream:
-    start_usage = usage_of(outcome, reply, output=1)
+def stream_frames(
+    reply: Reply,
+    outcome: CacheOutcome,
+    *,
+    id: str,
+    model: str,
+    creation: dict[str, int] | None = None,
+) -> Stream:
+    start_usage = usage_of(outcome, reply, output=1, creation=creation)
     start = {
         "type": "message_start",
         "message": _message(reply, start_usage, id=id, model=model, done=False),
@@ -167,7 +236,7 @@ def stream_frames(reply: Reply, outcome: CacheOutcome, *, id: str, model: str) -
     delta = {
         "type": "message_delta",
         "delta": {"stop_reason": stop_reason(reply), "stop_sequence": None},
-        "usage": usage_of(outcome, reply),
+        "usage": usage_of(outcome, reply, creation=creation),
     }
     closing = [
         event_frame("message_delta", delta),

@@ -29,10 +29,29 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tapelog.cache._api import CacheOutcome, PrefixStore, Rule, Segment, account, chain_segments
+from tapelog.cache._api import (
+    CacheOutcome,
+    PrefixStore,
+    Rule,
+    Segment,
+    account,
+    chain_segments,
+    prefix_root,
+)
 from tapelog.emulator import _openai_wire as openai
-from tapelog.emulator._dialects import ANTHROPIC, DEEPSEEK, OPENAI, Dialect, Meta, parse_body
+from tapelog.emulator._dialects import (
+    ANTHROPIC,
+    DEEPSEEK,
+    OPENAI,
+    Dialect,
+    Meta,
+    Rejection,
+    parse_body,
+)
+from tapelog.emulator._openai_wire import diagnose
 from tapelog.emulator._options import forced_tool
+from tapelog.emulator._responses_dialect import ResponsesDialect
+from tapelog.emulator._responses_input import ResponseMemory
 from tapelog.emulator._script import Entry, Fault, Reply, default_reply, parse_entry, with_output
 from tapelog.log import decode, encode
 
@@ -40,6 +59,7 @@ __all__ = [
     "DEFAULT_KEEP_BYTES",
     "DEFAULT_KEEP_REQUESTS",
     "DEFAULT_MAX_BODY_BYTES",
+    "RESPONSES_PATHS",
     "ROUTES",
     "Emulator",
     "ReceivedRequest",
@@ -63,8 +83,12 @@ ROUTES: dict[str, Rule] = {
     "/openai/v1/chat/completions": "openai",
     "/v1/messages": "anthropic",
     "/anthropic/v1/messages": "anthropic",
+    "/v1/responses": "openai",
+    "/openai/v1/responses": "openai",
 }
 """POST paths: the route picks the wire protocol and the cache rule."""
+RESPONSES_PATHS: Final = frozenset({"/v1/responses", "/openai/v1/responses"})
+"""The routes of the Responses API wire (the others are chat wires)."""
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key"})
 
 
@@ -153,6 +177,7 @@ class Emulator:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         keep_requests: int = DEFAULT_KEEP_REQUESTS,
         keep_bytes: int = DEFAULT_KEEP_BYTES,
+        cache_diagnostics: bool = False,
     ) -> None:
         for name, value in (
             ("max_body_bytes", max_body_bytes),
@@ -168,6 +193,9 @@ class Emulator:
         """How many of the oldest requests :attr:`received` no longer holds."""
         self._kept_bytes = 0
         self.context_window = context_window
+        self.cache_diagnostics = cache_diagnostics
+        """Answer chat completions with ``prompt_cache_diagnostics`` (docs/emulator.md)."""
+        self._compared: dict[Rule, Mapping[str, Any]] = {}  # the last body, per rule
         self.deepseek_unit = deepseek_unit
         self.anthropic_minimum = anthropic_minimum
         self._clock = clock
@@ -179,9 +207,13 @@ class Emulator:
         }
         if script:
             self.push(*script)
+        self.responses = ResponseMemory(keep_requests)
+        """Responses stored for ``previous_response_id`` (the latest ``keep_requests``)."""
+        responses = ResponsesDialect(self.responses)
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, rule in ROUTES.items():
-            routes.append(Route(path, self._endpoint(rule), methods=["POST"]))
+            dialect = responses if path in RESPONSES_PATHS else _DIALECTS[rule]
+            routes.append(Route(path, self._endpoint(rule, dialect), methods=["POST"]))
         self.app = Starlette(routes=routes)
 
     def push(self, *replies: Mapping[str, Any]) -> None:
@@ -250,9 +282,7 @@ class Emulator:
 
     # --- the one request flow ---------------------------------------------------
 
-    def _endpoint(self, rule: Rule) -> Callable[[Request], Any]:
-        dialect = _DIALECTS[rule]
-
+    def _endpoint(self, rule: Rule, dialect: Dialect) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             return await self._handle(request, rule, dialect)
 
@@ -283,10 +313,13 @@ class Emulator:
             return _json(status, error, {**head, **extra})
 
         body, problem = parse_body(raw)
-        problem = problem or dialect.check(body)
-        if problem is not None:
-            return fail(400, dialect.error(400, problem, None, request_id, None))
-        prompt = chain_segments(f"{rule}:{body['model']}", dialect.sources(body))
+        checked = problem or dialect.check(body)
+        if isinstance(checked, Rejection):
+            return fail(checked.status, checked.body)
+        if checked is not None:
+            return fail(400, dialect.error(400, checked, None, request_id, None))
+        root = prefix_root(rule, body["model"], body.get("prompt_cache_key"))
+        prompt = chain_segments(root, dialect.sources(body))
         total = sum(s.tokens for s in prompt)
         if self.context_window is not None and total > self.context_window:
             return fail(400, dialect.overflow(total, self.context_window, request_id))
@@ -304,20 +337,28 @@ class Emulator:
         reply = entry if isinstance(entry, Reply) else Reply()
         reply = _with_ids(with_output(reply, forced_tool(body)), dialect.tool_id_prefix, number)
         outcome = self._account(rule, prompt, reply)
-        usage = dialect.usage(outcome, reply)
-        meta = Meta(number, int(self._clock()), body["model"])
+        usage = dialect.usage(outcome, reply, body)
+        n = body.get("n")
+        choices = n if type(n) is int and 1 <= n <= 128 else 1
+        diagnostics = None
+        if self.cache_diagnostics and rule != "anthropic":
+            diagnostics = diagnose(self._compared.get(rule), body, outcome)
+            self._compared[rule] = body
+        meta = Meta(number, int(self._clock()), body["model"], choices, diagnostics)
         if not stream:
             self._record(request, raw, rule, 200, usage, reply)
-            return _json(200, dialect.answer(reply, usage, meta), head)
+            dialect.settle(body, reply, meta)
+            return _json(200, dialect.answer(body, reply, usage, meta), head)
         frames, reported = dialect.stream(body, reply, outcome, usage, meta)
         if isinstance(entry, Fault):
             self._record(request, raw, rule, 200, None, entry)
-            error = dialect.stream_error(entry.status, entry.message, entry.type)
+            error = dialect.stream_error(entry.status, entry.message, entry.type, body, meta)
             return _sse(frames.failing(error), head)
         if reply.cut_after is not None:
             self._record(request, raw, rule, 200, None, reply)
             return _sse(frames.cut(reply.cut_after), head)
         self._record(request, raw, rule, 200, reported, reply)
+        dialect.settle(body, reply, meta)
         return _sse(frames.complete(), head)
 
     def _account(self, rule: Rule, prompt: list[Segment], reply: Reply) -> CacheOutcome:

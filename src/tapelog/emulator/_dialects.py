@@ -16,6 +16,7 @@ from tapelog._errors import JsonValueError
 from tapelog.cache._api import (
     CacheOutcome,
     SegmentSource,
+    anthropic_marker_ttls,
     anthropic_sources,
     count_cache_controls,
     openai_sources,
@@ -38,7 +39,7 @@ from tapelog.emulator._turns import (
 )
 from tapelog.log import decode
 
-__all__ = ["ANTHROPIC", "DEEPSEEK", "OPENAI", "Dialect", "Meta", "parse_body"]
+__all__ = ["ANTHROPIC", "DEEPSEEK", "OPENAI", "Dialect", "Meta", "Rejection", "parse_body"]
 
 _MAX_BREAKPOINTS = 4
 
@@ -50,6 +51,19 @@ class Meta:
     number: int
     created: int
     model: str
+    choices: int = 1
+    """How many choices the request asked for (chat completions ``n``)."""
+    diagnostics: Mapping[str, Any] | None = None
+    """The answer's ``prompt_cache_diagnostics`` (chat completions, when asked for)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A refused request with its whole error body, when a plain message is not
+    enough (the Responses API's errors also name a ``param`` and a ``code``)."""
+
+    status: int
+    body: bytes
 
 
 class Dialect(Protocol):
@@ -58,10 +72,12 @@ class Dialect(Protocol):
     @property
     def tool_id_prefix(self) -> str: ...
 
-    def check(self, body: Mapping[str, Any]) -> str | None: ...
+    def check(self, body: Mapping[str, Any]) -> str | Rejection | None: ...
     def sources(self, body: Mapping[str, Any]) -> list[SegmentSource]: ...
     def summarize(self, body: Mapping[str, Any]) -> Conversation: ...
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]: ...
+    def usage(
+        self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
     def error(
         self, status: int, message: str, kind: str | None, request_id: str, code: str | None
     ) -> bytes:
@@ -69,8 +85,15 @@ class Dialect(Protocol):
         ...
 
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes: ...
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes: ...
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes: ...
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
+        """The event a stream that fails after its opening ends with."""
+        ...
+
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes: ...
 
     def stream(
         self,
@@ -81,6 +104,10 @@ class Dialect(Protocol):
         meta: Meta,
     ) -> tuple[Stream, dict[str, Any] | None]:
         """The frames, and the usage a complete stream reports (None if it reports none)."""
+        ...
+
+    def settle(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> None:
+        """After a complete answer: keep what a later request may refer to."""
         ...
 
 
@@ -109,8 +136,15 @@ def _check_common(body: Mapping[str, Any]) -> str | None:
     return None
 
 
+class _Stateless:
+    """What the chat wires share: nothing is kept between requests."""
+
+    def settle(self, body: Mapping[str, Any], reply: Reply, meta: Meta) -> None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
-class _OpenAi:
+class _OpenAi(_Stateless):
     """OpenAI-compatible chat completions; ``deepseek`` selects DeepSeek's flavour."""
 
     deepseek: bool
@@ -132,7 +166,7 @@ class _OpenAi:
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
         return summarize_openai(body["messages"])
 
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
+    def usage(self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
         return openai.usage_of(outcome, reply, deepseek=self.deepseek)
 
     def error(
@@ -143,11 +177,22 @@ class _OpenAi:
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes:
         return openai.overflow_body(prompt, window)
 
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
         return openai.error_frame(status, message, kind)
 
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
-        return openai.completion_body(reply, usage, deepseek=self.deepseek, **self._ids(meta))
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes:
+        return openai.completion_body(
+            reply,
+            usage,
+            deepseek=self.deepseek,
+            choices=meta.choices,
+            diagnostics=meta.diagnostics,
+            **self._ids(meta),
+        )
 
     def stream(
         self,
@@ -160,7 +205,13 @@ class _OpenAi:
         options = body.get("stream_options")
         include = isinstance(options, Mapping) and options.get("include_usage") is True
         frames = openai.stream_frames(
-            reply, usage, include_usage=include, deepseek=self.deepseek, **self._ids(meta)
+            reply,
+            usage,
+            include_usage=include,
+            deepseek=self.deepseek,
+            choices=meta.choices,
+            diagnostics=meta.diagnostics,
+            **self._ids(meta),
         )
         return frames, usage if include else None
 
@@ -174,7 +225,7 @@ class _OpenAi:
 
 
 @dataclass(frozen=True, slots=True)
-class _Anthropic:
+class _Anthropic(_Stateless):
     """Anthropic Messages: ``max_tokens`` required, at most 4 breakpoints, paired tool turns."""
 
     request_id_header: str = "request-id"
@@ -194,6 +245,7 @@ class _Anthropic:
         profile = wire_profile_named("anthropic")
         return (
             check_anthropic_turns(body["messages"])
+            or anthropic.check_signatures(body["messages"])
             or check_tool_history(body, profile)
             or check_forced_tool(body, profile)
             or check_response_format(body, profile)
@@ -205,8 +257,8 @@ class _Anthropic:
     def summarize(self, body: Mapping[str, Any]) -> Conversation:
         return summarize_anthropic(body["messages"])
 
-    def usage(self, outcome: CacheOutcome, reply: Reply) -> dict[str, Any]:
-        return anthropic.usage_of(outcome, reply)
+    def usage(self, outcome: CacheOutcome, reply: Reply, body: Mapping[str, Any]) -> dict[str, Any]:
+        return anthropic.usage_of(outcome, reply, creation=_creation(outcome, body))
 
     def error(
         self, status: int, message: str, kind: str | None, request_id: str, code: str | None
@@ -216,10 +268,14 @@ class _Anthropic:
     def overflow(self, prompt: int, window: int, request_id: str) -> bytes:
         return anthropic.overflow_body(prompt, window, request_id=request_id)
 
-    def stream_error(self, status: int, message: str, kind: str | None) -> bytes:
+    def stream_error(
+        self, status: int, message: str, kind: str | None, body: Mapping[str, Any], meta: Meta
+    ) -> bytes:
         return anthropic.error_event(status, message, kind)
 
-    def answer(self, reply: Reply, usage: dict[str, Any], meta: Meta) -> bytes:
+    def answer(
+        self, body: Mapping[str, Any], reply: Reply, usage: dict[str, Any], meta: Meta
+    ) -> bytes:
         return anthropic.message_body(reply, usage, id=_message_id(meta), model=meta.model)
 
     def stream(
@@ -230,8 +286,20 @@ class _Anthropic:
         usage: dict[str, Any],
         meta: Meta,
     ) -> tuple[Stream, dict[str, Any] | None]:
-        frames = anthropic.stream_frames(reply, outcome, id=_message_id(meta), model=meta.model)
+        frames = anthropic.stream_frames(
+            reply,
+            outcome,
+            id=_message_id(meta),
+            model=meta.model,
+            creation=_creation(outcome, body),
+        )
         return frames, usage
+
+
+def _creation(outcome: CacheOutcome, body: Mapping[str, Any]) -> dict[str, int]:
+    """The written tokens by the TTL of the breakpoints that wrote them."""
+    tokens = [s.tokens for s in anthropic_sources(body)]
+    return anthropic.cache_creation(outcome, tokens, anthropic_marker_ttls(body))
 
 
 def _message_id(meta: Meta) -> str:

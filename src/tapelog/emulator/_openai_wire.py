@@ -10,7 +10,8 @@ adds ``reasoning_content`` deltas, a ``: keep-alive`` comment first, and its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tapelog.cache._api import (
@@ -24,7 +25,9 @@ from tapelog.emulator._sse import Stream, comment_frame, data_frame, split_even,
 from tapelog.log import encode
 
 __all__ = [
+    "alternative",
     "completion_body",
+    "diagnose",
     "error_body",
     "error_frame",
     "error_object",
@@ -133,9 +136,18 @@ class _Envelope:
             out["usage"] = usage
         return out
 
-    def delta(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    def delta(self, delta: dict[str, Any], finish: str | None = None, index: int = 0) -> bytes:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
         return data_frame(self.chunk([choice]))
+
+
+def alternative(reply: Reply, index: int) -> Reply:
+    """Choice ``index`` of an ``n`` > 1 answer: choice 0 is the reply itself,
+    each other one the same reply with `` (choice k)`` after its text, so a
+    client (and a test) can tell which one it kept."""
+    if index == 0:
+        return reply
+    return replace(reply, text=f"{reply.text} (choice {index + 1})".lstrip())
 
 
 def stream_frames(
@@ -147,13 +159,31 @@ def stream_frames(
     model: str,
     include_usage: bool,
     deepseek: bool,
+    choices: int = 1,
+    diagnostics: Mapping[str, Any] | None = None,
 ) -> Stream:
+    """The frames of a streamed answer: each choice's deltas in turn (choice 0
+    first), then the usage frame and ``[DONE]``."""
     env = _Envelope(id, created, model, include_usage)
     opening = [comment_frame("keep-alive")] if deepseek else []
-    body = [env.delta({"role": "assistant", "content": ""})]
+    body: list[bytes] = []
+    for number in range(choices):
+        body.extend(_choice_frames(env, alternative(reply, number), number, deepseek))
+    last = env.chunk([], usage)
+    if diagnostics is not None:
+        last["prompt_cache_diagnostics"] = diagnostics
+    closing = [data_frame(last)] if include_usage else []
+    closing.append(data_frame("[DONE]"))
+    return Stream(opening, body, closing, opening=1)
+
+
+def _choice_frames(env: _Envelope, reply: Reply, number: int, deepseek: bool) -> list[bytes]:
+    body = [env.delta({"role": "assistant", "content": ""}, index=number)]
     if deepseek:
-        body.extend(env.delta({"reasoning_content": p}) for p in split_every(reply.reasoning))
-    body.extend(env.delta({"content": p}) for p in split_every(reply.text))
+        body.extend(
+            env.delta({"reasoning_content": p}, index=number) for p in split_every(reply.reasoning)
+        )
+    body.extend(env.delta({"content": p}, index=number) for p in split_every(reply.text))
     for index, call in enumerate(reply.tool_calls):
         first = {
             "index": index,
@@ -161,32 +191,74 @@ def stream_frames(
             "type": "function",
             "function": {"name": call.name, "arguments": ""},
         }
-        body.append(env.delta({"tool_calls": [first]}))
+        body.append(env.delta({"tool_calls": [first]}, index=number))
         for piece in split_even(call.arguments):
             fragment = {"index": index, "function": {"arguments": piece}}
-            body.append(env.delta({"tool_calls": [fragment]}))
-    body.append(env.delta({}, reply.finish_reason))
-    closing = [data_frame(env.chunk([], usage))] if include_usage else []
-    closing.append(data_frame("[DONE]"))
-    return Stream(opening, body, closing, opening=1)
+            body.append(env.delta({"tool_calls": [fragment]}, index=number))
+    body.append(env.delta({}, reply.finish_reason, index=number))
+    return body
 
 
 def completion_body(
-    reply: Reply, usage: dict[str, Any], *, id: str, created: int, model: str, deepseek: bool
+    reply: Reply,
+    usage: dict[str, Any],
+    *,
+    id: str,
+    created: int,
+    model: str,
+    deepseek: bool,
+    choices: int = 1,
+    diagnostics: Mapping[str, Any] | None = None,
 ) -> bytes:
-    choice = {
-        "index": 0,
-        "message": message_of(reply, reasoning=deepseek),
-        "logprobs": None,
-        "finish_reason": reply.finish_reason,
-    }
-    return encode(
+    shaped = [
         {
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "choices": [choice],
-            "usage": usage,
+            "index": number,
+            "message": message_of(alternative(reply, number), reasoning=deepseek),
+            "logprobs": None,
+            "finish_reason": reply.finish_reason,
         }
-    )
+        for number in range(choices)
+    ]
+    out = {
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": shaped,
+        "usage": usage,
+    }
+    if diagnostics is not None:
+        out["prompt_cache_diagnostics"] = diagnostics
+    return encode(out)
+
+
+def diagnose(
+    previous: Mapping[str, Any] | None, body: Mapping[str, Any], outcome: CacheOutcome
+) -> dict[str, Any]:
+    """The emulator's ``prompt_cache_diagnostics``: this request compared with
+    the previous one of its cache rule, as a provider compares a request with
+    the response it names (docs/emulator.md): the first of model, tools,
+    messages that diverged (a system or developer message is ``system``), and
+    the prompt tokens the cache did not serve."""
+    if previous is None:
+        return {"type": "comparison_response_not_found"}
+    reason = None
+    if previous.get("model") != body.get("model"):
+        reason = "model_changed"
+    elif encode(previous.get("tools") or []) != encode(body.get("tools") or []):
+        reason = "tools_changed"
+    else:
+        before, after = previous.get("messages") or [], body.get("messages") or []
+        for old, new in zip(before, after, strict=False):
+            if encode(old) != encode(new):
+                roles = (old.get("role"), new.get("role"))
+                system = any(r in ("system", "developer") for r in roles)
+                reason = "system_changed" if system else "messages_changed"
+                break
+        else:
+            if len(after) < len(before):
+                reason = "messages_changed"
+    if reason is None:
+        return {"type": "cache_hit"}
+    missed = outcome.prompt - outcome.read
+    return {"type": "cache_miss", "reason": reason, "cache_missed_tokens": missed}

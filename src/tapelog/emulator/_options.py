@@ -100,13 +100,13 @@ def check_forced_tool(body: Mapping[str, Any], profile: WireProfile) -> str | No
 def forced_tool(body: Mapping[str, Any]) -> str | None:
     """The tool a request forces the model to call, if any.
 
-    Anthropic ``{"type": "tool", "name"}``, OpenAI ``{"type": "function",
-    "function": {"name"}}``; ``any`` / ``required`` force the only tool when
-    there is exactly one.
+    Anthropic ``{"type": "tool", "name"}``, OpenAI chat ``{"type": "function",
+    "function": {"name"}}``, Responses ``{"type": "function", "name"}``;
+    ``any`` / ``required`` force the only tool when there is exactly one.
     """
     choice = body.get("tool_choice")
     if isinstance(choice, Mapping):
-        if choice.get("type") == "tool" and isinstance(choice.get("name"), str):
+        if choice.get("type") in ("tool", "function") and isinstance(choice.get("name"), str):
             return str(choice["name"])
         function = choice.get("function")
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):

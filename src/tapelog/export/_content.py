@@ -88,9 +88,13 @@ def input_attributes(request: LlmRequest) -> dict[str, str]:
     header = request.header
     out = {sc.GEN_AI_INPUT_MESSAGES: redacted_json([_message(m) for m in request.messages])}
     if header.system:
-        out[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = redacted_json(
-            [{"type": "text", "content": header.system}]
+        system = header.system
+        parts = (
+            [{"type": "text", "content": system}]
+            if isinstance(system, str)
+            else [{"type": "text", "content": b["text"]} for b in system if "text" in b]
         )
+        out[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = redacted_json(parts)
     if header.tools:
         out[sc.GEN_AI_TOOL_DEFINITIONS] = redacted_json(
             [{"type": "function", **tool} for tool in header.tools]

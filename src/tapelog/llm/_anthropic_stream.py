@@ -38,14 +38,18 @@ _RETRYABLE_ERRORS: Final = frozenset(
 )
 
 
-def anthropic_usage(usage: Mapping[str, Any]) -> FrozenDict:
-    """Normalise Anthropic usage: the three input counts are already disjoint."""
+def anthropic_usage(
+    usage: Mapping[str, Any], diagnostics: Mapping[str, Any] | None = None
+) -> FrozenDict:
+    """Normalise Anthropic usage: the three input counts are already disjoint.
+    ``diagnostics``: the message's cache ``diagnostics`` object, kept as given."""
     return normalise_usage(
         input=usage_count(usage.get("input_tokens")),
         cache_read=usage_count(usage.get("cache_read_input_tokens")),
         cache_write=usage_count(usage.get("cache_creation_input_tokens")),
         output=usage_count(usage.get("output_tokens")),
         raw=usage,
+        cache_diagnostics=diagnostics,
     )
 
 
@@ -55,6 +59,7 @@ class AnthropicStreamParser:
     def __init__(self, provider: str) -> None:
         self.provider = provider
         self.done = False
+        self._diagnostics: Mapping[str, Any] | None = None
         self._usage: dict[str, Any] = {}
         self._stop: str | None = None
         self._tools: dict[Any, bool] = {}  # tool_use block index -> got input pieces
@@ -80,6 +85,8 @@ class AnthropicStreamParser:
     def _on_message_start(self, frame: Mapping[str, Any]) -> list[dict[str, Any]]:
         message = frame.get("message") or {}
         self._merge_usage(message.get("usage"))
+        if isinstance(message.get("diagnostics"), Mapping):  # the cache-diagnosis beta
+            self._diagnostics = message["diagnostics"]
         return []
 
     def _merge_usage(self, usage: Any) -> None:
@@ -184,7 +191,8 @@ class AnthropicStreamParser:
             )
         out: list[FrozenDict] = []
         if self._usage:
-            out.append(freeze({"kind": "usage", "usage": anthropic_usage(self._usage)}))
+            usage = anthropic_usage(self._usage, self._diagnostics)
+            out.append(freeze({"kind": "usage", "usage": usage}))
         reason = _FINISH.get(self._stop, "error")
         out.append(freeze({"kind": "finish", "reason": reason, "raw": self._stop}))
         return out

@@ -12,6 +12,15 @@ however many blocks the new step added (no reliance on the 20-block lookback).
 Thinking blocks cannot carry ``cache_control``, so "cacheable" skips them;
 blank text blocks are not sent at all (the API rejects them).
 docs/providers.md documents the policy.
+
+With the wire option ``config.wire.cache_markers: "client"`` (what
+``tapelog proxy`` logs) the wire places no breakpoint of its own: the markers
+are where the client put them, in the logged blocks (``extra``), system blocks
+and tools, and a string system prompt is sent as a string. A block's
+``extra`` (the client's fields the neutral block does not model, such as
+``cache_control`` or ``citations``) is sent after the wire's own fields, and a
+``wire`` block (a block type the log does not model: ``server_tool_use``,
+``document``, ``search_result``...) is sent as it was given.
 """
 
 from __future__ import annotations
@@ -20,11 +29,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tapelog._errors import EventError, HeaderError, JsonValueError
+from tapelog._errors import HeaderError
+from tapelog.llm._anthropic_blocks import (
+    Block,
+    WireRole,
+    map_message,
+    merges,
+    tool_body,
+)
 from tapelog.llm._pieces import BodyCache, Parts, json_array, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
-from tapelog.llm._wire_common import check_extras, refuse_block
-from tapelog.log import decode, encode
+from tapelog.llm._wire_common import check_extras
+from tapelog.log import encode
 from tapelog.log._api import FrozenDict, encode_trusted, freeze, freeze_faithful
 
 __all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "AnthropicWire"]
@@ -51,8 +67,6 @@ _RESERVED: Final = (
 
 _MESSAGES = object()
 
-Block = tuple[FrozenDict, bytes]
-"""A wire block and its canonical bytes (without cache_control)."""
 
 Group = tuple[str, list[Block]]
 """A wire message: consecutive neutral messages of one wire role, merged."""
@@ -69,7 +83,9 @@ class AnthropicWire:
     def _fields(self, request: LlmRequest) -> list[tuple[str, Any]]:
         header = request.header
         config = header.config
-        check_extras(config.extras, _RESERVED, self.name)
+        own = _own_markers(config)
+        # With the client's markers, a top-level cache_control is the client's too.
+        check_extras(config.extras, _RESERVED if own else _RESERVED[:-1], self.name)
         for key, extra in (("seed", None), ("reasoning_effort", '{"output_config": {...}}')):
             if getattr(config, key) is not None:
                 hint = f"; put {extra} in config.extras instead" if extra else ""
@@ -82,13 +98,17 @@ class AnthropicWire:
             ("model", config.model),
             ("max_tokens", ANTHROPIC_DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens),
         ]
-        if header.system:
+        system = header.system
+        if isinstance(system, str) and own:
             fields.append(
-                ("system", [{"type": "text", "text": header.system, "cache_control": _EPHEMERAL}])
+                ("system", [{"type": "text", "text": system, "cache_control": _EPHEMERAL}])
             )
+        elif system:
+            fields.append(("system", system))
         if header.tools:
-            tools = [_tool(t) for t in header.tools]
-            tools[-1]["cache_control"] = _EPHEMERAL
+            tools = [tool_body(t) for t in header.tools]
+            if own:
+                tools[-1]["cache_control"] = _EPHEMERAL
             fields.append(("tools", tools))
         fields.append(("messages", _MESSAGES))
         for key in ("temperature", "top_p"):
@@ -103,7 +123,7 @@ class AnthropicWire:
 
     def message_blocks(self, message: Mapping[str, Any], *, where: str = "message") -> Any:
         """One neutral message as ``(wire role, blocks)``; the per-node cache piece."""
-        return _map_message(message, where)
+        return map_message(message, where)
 
     def groups(self, request: LlmRequest, cache: BodyCache | None) -> list[Group]:
         """The wire messages of ``request``: consecutive neutral messages of one
@@ -125,14 +145,16 @@ class AnthropicWire:
     def build_body(self, request: LlmRequest) -> FrozenDict:
         """The body object in one piece (``encode`` of it == :meth:`encode_body`)."""
         groups = self.groups(request, None)
-        marks = _breakpoints(groups)
+        marks = _breakpoints(groups) if _own_markers(request.header.config) else set()
         messages = [
             {
-                "role": role,
-                "content": [
+                "role": str(role),
+                "content": _as_string(role, blocks)
+                or [
                     {**b[0], "cache_control": _EPHEMERAL} if (g, j) in marks else b[0]
                     for j, b in enumerate(blocks)
                 ],
+                **(role.extra if isinstance(role, WireRole) else {}),
             }
             for g, (role, blocks) in enumerate(groups)
         ]
@@ -153,12 +175,14 @@ class AnthropicWire:
 
     def encode_parts(self, request: LlmRequest, *, cache: BodyCache | None = None) -> Parts:
         """:meth:`encode_body` as the byte parts it joins."""
+        own = _own_markers(request.header.config)
         if cache is None:
+            # With the client's markers (not ``own``) they are in the blocks already.
             members = self._members(request)
             groups = self.groups(request, None)
-            parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups)))
+            parts = _extend([], _group_pieces(groups, 0, _breakpoints(groups) if own else set()))
         else:
-            parts = _cached_parts(request, cache)
+            parts = _cached_parts(request, cache, own)
             members = cache.head(request.header.canonical_bytes(), lambda: self._members(request))
         messages: Parts = [b"[", *parts, b"]"]
         return object_parts((k, messages if v is None else v) for k, v in members)
@@ -179,11 +203,25 @@ class _Stable:
     blob: bytearray  # their bytes, with b"," between them: extended in place
 
 
+def _own_markers(config: Any) -> bool:
+    """Whether the wire places its own breakpoints (not ``cache_markers: client``)."""
+    return bool(config.wire.get("cache_markers") != "client")
+
+
+def _as_string(role: str, blocks: Sequence[Block]) -> str | None:
+    """The content string of a wire message that is one block from a message
+    logged with ``content_string`` (else ``None``: the content is a list)."""
+    if isinstance(role, WireRole) and role.string and len(blocks) == 1:
+        text: str = blocks[0][0]["text"]
+        return text
+    return None
+
+
 def _nothing_stable() -> _Stable:
     return _Stable(groups=0, start=0, assistant=-1, role=None, blob=bytearray())
 
 
-def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
+def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[bytes]:
     """The inside of the messages array, with the groups the previous request
     of this session kept (:class:`_Stable`) reused as they are.
 
@@ -213,7 +251,8 @@ def _cached_parts(request: LlmRequest, cache: BodyCache) -> list[bytes]:
         groups, firsts = _grouped(messages, seqs, 0, cache)
         assistant = _last_assistant(groups, 0, -1)
     base = stable.groups
-    pieces = _group_pieces(groups, base, _tail_breakpoints(groups, base, assistant))
+    marks = _tail_breakpoints(groups, base, assistant) if own else set()
+    pieces = _group_pieces(groups, base, marks)
     last = base + len(groups) - 1
     keep = max(base, min(last, assistant - 1) if assistant >= 1 else last) - base
     # The stable bytes only ever grow within a session: extend them in place
@@ -252,12 +291,12 @@ def _grouped(
         message = messages[i]
 
         def make(message: Any = message, i: int = i) -> tuple[str, tuple[Block, ...]]:
-            return _map_message(message, f"messages[{i}]")
+            return map_message(message, f"messages[{i}]")
 
         role, mapped = make() if cache is None else cache.piece(seqs[i], message, make)
         if not mapped:
             continue
-        if groups and groups[-1][0] == role:
+        if groups and merges(groups[-1][0], role):
             groups[-1][1].extend(mapped)
         else:
             groups.append((role, list(mapped)))
@@ -273,12 +312,22 @@ def _group_pieces(groups: Sequence[Group], base: int, marks: set[tuple[int, int]
     """The bytes of each wire message (``groups`` are groups ``base``, ``base + 1``...)."""
     pieces = []
     for g, (role, blocks) in enumerate(groups, start=base):
-        content = json_array(
-            # The block is frozen log data already: only the marker is new.
-            encode_trusted({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
-            for j, b in enumerate(blocks)
+        string = _as_string(role, blocks)
+        content = (
+            encode_trusted(string)
+            if string is not None
+            else json_array(
+                # The block is frozen log data already: only the marker is new.
+                encode_trusted({**b[0], "cache_control": _EPHEMERAL}) if (g, j) in marks else b[1]
+                for j, b in enumerate(blocks)
+            )
         )
-        pieces.append(b'{"role":' + encode_trusted(role) + b',"content":' + content + b"}")
+        extra = b""
+        if isinstance(role, WireRole) and role.extra:
+            extra = b"," + encode_trusted(role.extra)[1:-1]
+        pieces.append(
+            b'{"role":' + encode_trusted(str(role)) + b',"content":' + content + extra + b"}"
+        )
     return pieces
 
 
@@ -334,103 +383,3 @@ def _tail_breakpoints(groups: Sequence[Group], base: int, assistant: int) -> set
         if previous is not None:
             marks.add((assistant - 1, previous))
     return marks
-
-
-def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
-    # Schema key order is the user's: a provider caches rendered tokens.
-    out: dict[str, Any] = {"name": tool["name"]}
-    if "description" in tool:
-        out["description"] = tool["description"]
-    out["input_schema"] = tool.get("parameters", {"type": "object", "properties": {}})
-    for key, value in tool.items():
-        if key not in ("name", "description", "parameters"):
-            out[key] = value
-    return out
-
-
-def _map_message(message: Mapping[str, Any], where: str) -> tuple[str, tuple[Block, ...]]:
-    role = message["role"]
-    wire_role = "user" if role == "tool" else role
-    blocks: list[Block] = []
-    for i, block in enumerate(message["content"]):
-        at = f"{where}.content[{i}]"
-        mapped = _map_block(role, block, at)
-        if mapped is not None:
-            frozen = freeze_faithful(mapped, path=at)
-            blocks.append((frozen, encode(frozen)))
-    return wire_role, tuple(blocks)
-
-
-def _map_block(role: str, block: Mapping[str, Any], where: str) -> dict[str, Any] | None:
-    btype = block["type"]
-    if btype == "text" and not block["text"].strip():
-        # The API answers 400 "messages: text content blocks must be non-empty"
-        # or "... must contain non-whitespace text"; such a block says nothing.
-        return None
-    if role == "assistant" and btype == "text":
-        return {"type": "text", "text": block["text"]}
-    if role == "assistant" and btype == "reasoning":
-        if "data" in block:
-            return {"type": "redacted_thinking", "data": block["data"]}
-        if "signature" in block:
-            return {"type": "thinking", "thinking": block["text"], "signature": block["signature"]}
-        # Reasoning without a signature came from another provider; Anthropic
-        # would reject it, and it was never part of an Anthropic prompt.
-        return None
-    if role == "assistant" and btype == "tool_call":
-        return {
-            "type": "tool_use",
-            "id": block["id"],
-            "name": block["name"],
-            "input": _tool_input(block["arguments"], where),
-        }
-    if role == "user" and btype == "text":
-        return {"type": "text", "text": block["text"]}
-    if role in ("user", "tool") and btype == "image":
-        return _image(block)
-    if role in ("user", "tool") and btype == "tool_result":
-        content = block["content"]
-        out: dict[str, Any] = {
-            "type": "tool_result",
-            "tool_use_id": block["tool_call_id"],
-            "content": content
-            if isinstance(content, str)
-            else [_tool_result_part(p, f"{where}.content[{k}]") for k, p in enumerate(content)],
-        }
-        if block["is_error"]:
-            out["is_error"] = True
-        return out
-    raise refuse_block("anthropic", role, block, where)
-
-
-def _tool_result_part(part: Mapping[str, Any], where: str) -> dict[str, Any]:
-    if part.get("type") == "text":
-        return {"type": "text", "text": part["text"]}
-    if part.get("type") == "image":
-        return _image(part)
-    raise refuse_block("anthropic", "tool", part, where)
-
-
-def _image(block: Mapping[str, Any]) -> dict[str, Any]:
-    if "url" in block and "data" not in block:
-        return {"type": "image", "source": {"type": "url", "url": block["url"]}}
-    source = {"type": "base64", "media_type": block["media_type"], "data": block["data"]}
-    return {"type": "image", "source": source}
-
-
-def _tool_input(arguments: str, where: str) -> Any:
-    # Parsed once, key order preserved: the bytes re-encode as the model wrote them
-    # modulo insignificant whitespace.
-    try:
-        value = decode(arguments, path=f"{where}.arguments")
-    except JsonValueError as exc:
-        raise EventError(
-            f"{where}.arguments is not valid JSON ({exc.problem}); the anthropic wire sends "
-            "tool inputs as JSON objects, so this call cannot be replayed to Anthropic."
-        ) from None
-    if not isinstance(value, dict):
-        raise EventError(
-            f"{where}.arguments is JSON but not an object; the anthropic wire sends tool "
-            "inputs as JSON objects, so this call cannot be replayed to Anthropic."
-        )
-    return value

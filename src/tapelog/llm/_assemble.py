@@ -14,7 +14,7 @@ from typing import Any
 
 from tapelog.log._api import FrozenDict, FrozenList, freeze
 
-__all__ = ["AssembledMessage", "assemble_message"]
+__all__ = ["AssembledMessage", "assemble_alternatives", "assemble_message"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +51,8 @@ def assemble_message(chunks: Iterable[Mapping[str, Any]]) -> AssembledMessage:
 
     Text and reasoning pieces with the same ``index`` (or none) form one
     block; tool-call pieces are joined by ``index``. Chunk kinds this function
-    does not know (e.g. the loop's own ``error`` retry records) are skipped.
+    does not know (e.g. the loop's own ``error`` retry records) and the
+    chunks of other choices (``"choice": k``) are skipped.
     A tool call that never got an id is given ``call_<n>`` (its position),
     so the message is still a pure function of the chunks.
     """
@@ -60,6 +61,8 @@ def assemble_message(chunks: Iterable[Mapping[str, Any]]) -> AssembledMessage:
     finish: str | None = None
     finish_raw: Any = None
     for chunk in chunks:
+        if "choice" in chunk:  # another choice of an n > 1 request
+            continue
         kind = chunk.get("kind")
         index = chunk.get("index")
         if kind == "text":
@@ -108,3 +111,22 @@ def assemble_message(chunks: Iterable[Mapping[str, Any]]) -> AssembledMessage:
         finish_raw=finish_raw,
         interrupted=finish is None,
     )
+
+
+def assemble_alternatives(chunks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The other choices of an ``n`` > 1 answer, each assembled like the answer:
+    ``{"choice": k, "content": [...], "finish": reason}`` in choice order (an
+    ``interrupted`` finish when its stream never finished it)."""
+    by_choice: dict[int, list[Mapping[str, Any]]] = {}
+    for chunk in chunks:
+        number = chunk.get("choice")
+        if isinstance(number, int):
+            by_choice.setdefault(number, []).append(chunk)
+    out: list[dict[str, Any]] = []
+    for number in sorted(by_choice):
+        assembled = assemble_message(
+            {k: v for k, v in c.items() if k != "choice"} for c in by_choice[number]
+        )
+        alternative = {"choice": number, "content": assembled.content, "finish": assembled.finish}
+        out.append(alternative)
+    return out

@@ -33,6 +33,7 @@ from tapelog.llm._responses_stream import ResponsesStreamParser
 from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._types import AbortHandle, LlmRequest
+from tapelog.llm._wire_common import logged_target
 from tapelog.log._api import FrozenDict, has_secrets
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicClient", "OpenAIClient", "ResponsesClient"]
@@ -116,12 +117,13 @@ class _SseClient:
         if body is None:
             body = self.wire.encode_body(request, cache=self.cache)
         parser = self._parser()
+        url, headers = logged_target(request.header.config, self._url(), self._headers(key))
         guard = SecretGuard(active=has_secrets())
         events = stream_sse(
             self.http,
             provider=self.provider,
-            url=self._url(),
-            headers=self._headers(key),
+            url=url,
+            headers=headers,
             body=body,
             abort=abort,
             secret=key,

@@ -4,7 +4,9 @@ Both provider families POST the serializer's exact bytes and read Server-Sent
 Events back; what differs is the URL, the headers and how events become
 chunks. This module owns the part that is the same: an injected
 ``httpx.AsyncClient`` (so the emulator plugs in as an ASGI transport and tests
-as ``httpx.MockTransport``), errors mapped to :class:`ProviderError` with
+as ``httpx.MockTransport``), events split by the one :class:`SseDecoder`,
+every answer read to the end of its HTTP message so the connection is kept
+alive for the next call (:func:`stream_sse`), errors mapped to :class:`ProviderError` with
 status, body excerpt, request id (never the API key) and the delay the server
 asked for before a retry (:func:`parse_retry_after`), and an abort that is
 raced against every read so a stop takes effect at once.
@@ -25,14 +27,15 @@ import email.utils
 import math
 import re
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC
 from typing import Any, Final, TypeVar
 
 import httpx
-from httpx_sse import EventSource, ServerSentEvent, SSEError
+from httpx_sse import ServerSentEvent
 
 from tapelog._errors import Aborted, ContextOverflowError, JsonValueError, ProviderError
+from tapelog.llm._sse import SseDecoder
 from tapelog.llm._types import AbortHandle
 from tapelog.log import decode, redact, register_secret
 
@@ -296,13 +299,18 @@ async def stream_sse(
 ) -> AsyncGenerator[ServerSentEvent, None]:
     """POST ``body`` and yield its Server-Sent Events until the stream ends or aborts.
 
-    Comments (``:`` lines) and unknown fields never reach the caller (httpx-sse
-    drops them). On abort the iteration simply stops and the response is closed.
+    Comments (``:`` lines) and unknown fields never reach the caller. On abort
+    the iteration simply stops and the response is closed. When the caller
+    stops early (its parser saw the end marker), the rest of the HTTP message
+    is read before the response is released (:func:`_release`), so the
+    connection goes back to the client's pool for the session's next call.
     """
     if abort.aborted:
         return
     abort_task: asyncio.Future[None] = asyncio.ensure_future(abort.wait())
     response: httpx.Response | None = None
+    chunks: AsyncIterator[bytes] | None = None
+    stopped = False  # the caller closed this generator at one of its events
     try:
         request = http.build_request("POST", url, content=body, headers=dict(headers))
         try:
@@ -321,27 +329,70 @@ async def stream_sse(
             raise error_from_response(
                 provider, response.status_code, text, response.headers, secret
             )
-        events = EventSource(response).aiter_sse()
-        try:
-            while True:
-                try:
-                    event = await _race(anext(events), abort_task)
-                except (Aborted, StopAsyncIteration):
+        _check_event_stream(provider, response, secret)
+        decoder = SseDecoder()
+        chunks = response.aiter_bytes()
+        while True:
+            try:
+                data = await _race(anext(chunks), abort_task)
+            except (Aborted, StopAsyncIteration):
+                break
+            except httpx.HTTPError as exc:
+                raise _transport_error(provider, exc, secret) from exc
+            for event in decoder.feed(data):
+                # One piece may hold many events: a stop between two of them
+                # takes effect at once, as it does between two reads.
+                await asyncio.sleep(0)
+                if abort.aborted:
                     return
-                except SSEError as exc:
-                    raise ProviderError(
-                        f"{provider} did not answer with an event stream "
-                        f"({_redact(str(exc), secret)}); "
-                        "check that the base URL points at the provider's API.",
-                        status=response.status_code,
-                    ) from exc
-                except httpx.HTTPError as exc:
-                    raise _transport_error(provider, exc, secret) from exc
+                try:
+                    yield event
+                except GeneratorExit:
+                    stopped = True
+                    raise
+        if not abort.aborted:
+            for event in decoder.end():
                 yield event
-        finally:
-            with contextlib.suppress(BaseException):
-                await events.aclose()
     finally:
         abort_task.cancel()
         if response is not None:
-            await response.aclose()
+            await _release(response, chunks if stopped and not abort.aborted else None)
+
+
+_DRAIN_BYTES: Final = 64 * 1024
+_DRAIN_SECONDS: Final = 1.0
+
+
+async def _release(response: httpx.Response, rest: AsyncIterator[bytes] | None) -> None:
+    """Close ``response``, first reading what is ``rest`` of its message.
+
+    An answer's end marker (``[DONE]``, ``message_stop``) is its last event,
+    but not the end of its HTTP message: the chunked body's last chunk (or the
+    rest of a ``Content-Length``) follows. A response closed before that makes
+    httpx drop the connection; one read to the end hands it back to the pool,
+    so a session keeps one connection per provider. What follows the end
+    marker is normally a few bytes at once; an upstream that sends more than
+    :data:`_DRAIN_BYTES` or takes longer than :data:`_DRAIN_SECONDS` has its
+    connection dropped instead.
+    """
+    if rest is not None:
+        read = 0
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(_DRAIN_SECONDS):
+                async for data in rest:
+                    read += len(data)
+                    if read > _DRAIN_BYTES:
+                        break
+    await response.aclose()
+
+
+def _check_event_stream(provider: str, response: httpx.Response, secret: str | None) -> None:
+    """Refuse a 2xx answer that is no event stream (a wrong base URL, most often)."""
+    content_type = response.headers.get("content-type", "").partition(";")[0]
+    if "text/event-stream" not in content_type:
+        raise ProviderError(
+            f"{provider} did not answer with an event stream (its content type is "
+            f"{_redact(content_type, secret)[:_EXCERPT]!r}); "
+            "check that the base URL points at the provider's API.",
+            status=response.status_code,
+        )

@@ -6,6 +6,12 @@ a last frame whose ``choices`` is empty. Tool calls stream as deltas joined by
 that brings a *different* ``id`` to an index already taken starts a new call
 (Ollama sends every call of a parallel reply whole, each with ``index: 0``).
 Unknown fields (OpenAI's ``obfuscation``, provider extensions) are ignored.
+
+A request with ``n`` > 1 streams several choices, told apart by their
+``index``. Choice 0 is the answer (its chunks are the ones every reader
+assembles); the pieces of every other choice are chunks that name it
+(``"choice": k``, tool-call pieces joined by their own wire index, and a
+``finish`` chunk of their own), which ``assemble_alternatives`` joins.
 """
 
 from __future__ import annotations
@@ -31,13 +37,16 @@ _FINISH: Final[Mapping[str, str]] = {
 }
 
 
-def openai_usage(usage: Mapping[str, Any]) -> FrozenDict:
+def openai_usage(
+    usage: Mapping[str, Any], diagnostics: Mapping[str, Any] | None = None
+) -> FrozenDict:
     """Normalise an OpenAI-family usage object to disjoint counts.
 
     OpenAI, vLLM and SGLang report ``prompt_tokens_details.cached_tokens``
     (newer OpenAI models also ``cache_write_tokens``); DeepSeek reports
     ``prompt_cache_hit_tokens`` + ``prompt_cache_miss_tokens`` = ``prompt_tokens``.
     ``reasoning`` is the part of ``output`` spent on reasoning.
+    ``diagnostics``: the answer's ``prompt_cache_diagnostics``, kept as given.
     """
     prompt = usage_count(usage.get("prompt_tokens"))
     details = usage.get("prompt_tokens_details")
@@ -64,6 +73,7 @@ def openai_usage(usage: Mapping[str, Any]) -> FrozenDict:
         output=usage_count(usage.get("completion_tokens")),
         reasoning=usage_count(completion.get("reasoning_tokens")),
         raw=usage,
+        cache_diagnostics=diagnostics,
     )
 
 
@@ -112,12 +122,21 @@ class OpenAIStreamParser:
         if frame.get("error"):
             raise self._stream_error(frame["error"])
         out: list[dict[str, Any]] = []
-        choices = frame.get("choices") or []
-        for choice in choices[:1]:
-            self._choice(choice, out)
+        for choice in frame.get("choices") or ():
+            if not isinstance(choice, Mapping):
+                continue
+            number = choice.get("index", 0)
+            if number == 0 or not isinstance(number, int):
+                self._choice(choice, out)
+            else:
+                _alternative(choice, number, out)
         usage = frame.get("usage")
         if isinstance(usage, dict):
-            out.append({"kind": "usage", "usage": openai_usage(usage)})
+            # The provider's own cache verdict, on the frame that carries usage
+            # (OpenAI's prompt_cache_diagnostics shape; docs/providers.md).
+            found = frame.get("prompt_cache_diagnostics")
+            diagnostics = found if isinstance(found, Mapping) else None
+            out.append({"kind": "usage", "usage": openai_usage(usage, diagnostics)})
         return [freeze(chunk) for chunk in out]
 
     def _choice(self, choice: Mapping[str, Any], out: list[dict[str, Any]]) -> None:
@@ -172,3 +191,29 @@ class OpenAIStreamParser:
             )
         reason = _FINISH.get(self._finish, "error")
         return [freeze({"kind": "finish", "reason": reason, "raw": self._finish})]
+
+
+def _alternative(choice: Mapping[str, Any], number: int, out: list[dict[str, Any]]) -> None:
+    """The pieces of choice ``number`` (> 0) of an ``n`` > 1 request, each naming it."""
+    delta = choice.get("delta") or {}
+    for key, kind in (("reasoning_content", "reasoning"), ("content", "text"), ("refusal", "text")):
+        text = delta.get(key)
+        if isinstance(text, str) and text:
+            out.append({"kind": kind, "choice": number, "text": text})
+    for position, call in enumerate(delta.get("tool_calls") or ()):
+        if not isinstance(call, Mapping):
+            continue
+        piece: dict[str, Any] = {"kind": "tool_call", "choice": number}
+        piece["index"] = call.get("index", position)
+        if isinstance(call.get("id"), str) and call["id"]:
+            piece["id"] = call["id"]
+        function = call.get("function") or {}
+        if function.get("name"):
+            piece["name"] = function["name"]
+        arguments = function.get("arguments")
+        piece["arguments"] = arguments if isinstance(arguments, str) else ""
+        out.append(piece)
+    reason = choice.get("finish_reason")
+    if isinstance(reason, str) and reason:
+        finish = {"kind": "finish", "choice": number, "reason": _FINISH.get(reason, "error")}
+        out.append({**finish, "raw": reason})

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
+from tapelog._errors import EventError
 from tapelog.cache._api import ReasoningSendBack, wire_profile_named
 from tapelog.llm._pieces import BodyCache, Parts, node_seq_list, object_parts
 from tapelog.llm._types import LlmRequest
@@ -28,6 +29,9 @@ __all__ = [
     "OpenAIDialect",
     "OpenAIWire",
     "ReasoningSendBack",
+    "TokenField",
+    "empty_content",
+    "no_text",
 ]
 
 OpenAIDialect = Literal["openai", "deepseek", "compatible"]
@@ -47,7 +51,10 @@ MODEL_REASONING_SEND_BACK: Final[Mapping[tuple[str, str], ReasoningSendBack]] = 
 )
 """The models whose rule differs from their dialect's, as the profiles say (empty today)."""
 
-_TOKEN_FIELD: Final[Mapping[str, str]] = {
+TokenField = Literal["max_tokens", "max_completion_tokens"]
+"""The two spellings of the token limit (``config.wire.token_field``)."""
+
+_TOKEN_FIELD: Final[Mapping[str, TokenField]] = {
     "openai": "max_completion_tokens",
     "deepseek": "max_tokens",
     "compatible": "max_tokens",
@@ -68,6 +75,12 @@ _RESERVED: Final = (
     "stream_options",
 )
 
+_USER_ROLES: Final = frozenset({"user", "developer", "system"})
+"""Roles whose content is text and parts (a developer or system message may
+stand anywhere in the history: ``user/message`` ``data.role``)."""
+
+_PART_TYPES: Final = frozenset({"text", "openai_part"})
+
 _MESSAGES = object()  # placeholder for the messages array in the field list
 
 
@@ -75,6 +88,8 @@ _MESSAGES = object()  # placeholder for the messages array in the field list
 class OpenAIWire:
     """The OpenAI-compatible chat completions body, for one dialect.
 
+    ``token_field`` overrides the spelling of the token limit (a proxied client
+    that spells it the other way is carried as it spelled it);
     ``send_back`` overrides the reasoning send-back rule for every model;
     ``None`` uses the dialect's wire profile (``tapelog.cache.WIRE_PROFILES``,
     shown as :data:`MODEL_REASONING_SEND_BACK` and
@@ -83,12 +98,20 @@ class OpenAIWire:
 
     dialect: OpenAIDialect = "openai"
     send_back: ReasoningSendBack | None = None
+    token_field: TokenField | None = None
+    """How the token limit is spelled (``config.wire.token_field``); ``None``:
+    the dialect's (``max_completion_tokens`` for ``openai``, else ``max_tokens``)."""
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
         if self.dialect not in _TOKEN_FIELD:
             raise ValueError(f"unknown OpenAI dialect {self.dialect!r}")
         object.__setattr__(self, "name", self.dialect)
+
+    @property
+    def token_field_name(self) -> TokenField:
+        """The member that carries ``config.max_tokens`` on this wire."""
+        return self.token_field or _TOKEN_FIELD[self.dialect]
 
     def send_back_for(self, model: str) -> ReasoningSendBack:
         """The reasoning send-back rule in force for ``model``: the override, else
@@ -106,7 +129,7 @@ class OpenAIWire:
         if request.header.tools:
             fields.append(("tools", [_tool(t) for t in request.header.tools]))
         if config.max_tokens is not None:
-            fields.append((_TOKEN_FIELD[self.dialect], config.max_tokens))
+            fields.append((self.token_field_name, config.max_tokens))
         for key in ("temperature", "top_p", "seed"):
             value = getattr(config, key)
             if value is not None:
@@ -201,7 +224,9 @@ def _separated(pieces: list[bytes]) -> list[bytes]:
     return out
 
 
-def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+def _tool(tool: Mapping[str, Any]) -> Any:
+    if "openai_tool" in tool:  # a tool the log keeps as the client sent it
+        return tool["openai_tool"]
     # Schema key order is the user's: a provider caches rendered tokens.
     function: dict[str, Any] = {"name": tool["name"]}
     for key, value in tool.items():
@@ -211,23 +236,62 @@ def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _message(wire: str, message: Mapping[str, Any], rule: str, where: str) -> dict[str, Any]:
+    out = _standard(wire, message, rule, where)
+    fields = message.get("fields")
+    if fields:
+        # The client's other members (``name``, ``refusal``, ...), as it sent them;
+        # ``content`` only on a message without text: its spelling of no content.
+        for key, value in fields.items():
+            if key in out and not (key == "content" and no_text(message)):
+                raise EventError(f"{where}.fields sets {key!r}, which the {wire} wire writes")
+            out[key] = value
+    return out
+
+
+def no_text(message: Mapping[str, Any]) -> bool:
+    """Whether a message's wire ``content`` is empty: no block at all (user,
+    developer, system), no text block (assistant). Such a message may carry
+    the client's spelling of that emptiness (``null``, ``""``, ``[]``) as
+    ``fields.content``."""
+    role = message["role"]
+    if role == "assistant":
+        return not any(b["type"] in _PART_TYPES for b in message["content"])
+    return role in _USER_ROLES and not message["content"]
+
+
+def empty_content(message: Mapping[str, Any]) -> Any:
+    """The ``content`` the wire writes for a message without text (:func:`no_text`):
+    ``null`` beside tool calls, else ``""``."""
+    calls = message["role"] == "assistant" and any(
+        b["type"] == "tool_call" for b in message["content"]
+    )
+    return None if calls else ""
+
+
+def _standard(wire: str, message: Mapping[str, Any], rule: str, where: str) -> dict[str, Any]:
     role = message["role"]
     content: Sequence[Mapping[str, Any]] = message["content"]
-    if role == "user":
-        return {"role": "user", "content": _user_content(wire, content, where)}
+    if role in _USER_ROLES:
+        return {"role": role, "content": _user_content(wire, content, where, role)}
     if role == "assistant":
         return _assistant(wire, content, rule, where)
     if role == "tool":
         block = content[0]
-        return {
-            "role": "tool",
-            "tool_call_id": block["tool_call_id"],
-            "content": tool_result_text(block, wire, f"{where}.content[0]"),
-        }
+        result = block["content"]
+        if isinstance(result, list) and any(p["type"] == "openai_part" for p in result):
+            # Parts the client sent go back as those parts.
+            text: Any = _user_content(wire, result, f"{where}.content[0]", "tool")
+            if isinstance(text, str):
+                text = [{"type": "text", "text": text}]
+        else:
+            text = tool_result_text(block, wire, f"{where}.content[0]")
+        return {"role": "tool", "tool_call_id": block["tool_call_id"], "content": text}
     raise refuse_block(wire, str(role), {"type": "message"}, where)
 
 
-def _user_content(wire: str, content: Sequence[Mapping[str, Any]], where: str) -> Any:
+def _user_content(
+    wire: str, content: Sequence[Mapping[str, Any]], where: str, role: str = "user"
+) -> Any:
     if not content:
         return ""
     if len(content) == 1 and content[0]["type"] == "text":
@@ -241,8 +305,10 @@ def _user_content(wire: str, content: Sequence[Mapping[str, Any]], where: str) -
             if url is None:
                 url = f"data:{block['media_type']};base64,{block['data']}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif block["type"] == "openai_part":
+            parts.append(block["part"])  # carried as the client sent it
         else:
-            raise refuse_block(wire, "user", block, f"{where}.content[{i}]")
+            raise refuse_block(wire, role, block, f"{where}.content[{i}]")
     return parts
 
 
@@ -261,10 +327,18 @@ def _assistant(
                     "function": {"name": block["name"], "arguments": block["arguments"]},
                 }
             )
-        elif btype not in ("text", "reasoning"):
+        elif btype not in ("text", "reasoning", "openai_part"):
             raise refuse_block(wire, "assistant", block, f"{where}.content[{i}]")
-    text = joined_text(content, "text")
+    text: Any = joined_text(content, "text")
+    if any(b["type"] == "openai_part" for b in content):
+        # Content the client sent as a list of parts goes back as that list.
+        text = [
+            b["part"] if b["type"] == "openai_part" else {"type": "text", "text": b["text"]}
+            for b in content
+            if b["type"] in _PART_TYPES
+        ]
     out: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    # (``empty_content`` names that default for the proxy.)
     has_reasoning = any(b["type"] == "reasoning" for b in content)
     present = rule in ("present", "present_and_tool_turns") and has_reasoning
     if present or (rule in ("tool_turns", "present_and_tool_turns") and calls):

@@ -19,7 +19,7 @@ from tapelog._errors import ClientMismatchError, HeaderError, ProviderError
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._clients import AnthropicClient, OpenAIClient, ResponsesClient
 from tapelog.llm._in_process import in_process_transport
-from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack
+from tapelog.llm._openai_wire import OpenAIWire, ReasoningSendBack, TokenField
 from tapelog.llm._provider_registry import (
     complete_config,
     provider_spec,
@@ -42,9 +42,16 @@ __all__ = [
 
 
 WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
-    "openai": ("reasoning_send_back", "api", "store_false"),
-    "anthropic": (),
-    "local": ("reasoning_send_back",),
+    "openai": (
+        "reasoning_send_back",
+        "api",
+        "store_false",
+        "input_string",
+        "token_field",
+        "query",
+    ),
+    "anthropic": ("cache_markers", "query"),
+    "local": ("reasoning_send_back", "token_field"),
 }
 """The ``config.wire`` options each wire family reads (docs/providers.md)."""
 
@@ -72,6 +79,13 @@ def _send_back(config: LlmCallConfig, family: str) -> ReasoningSendBack | None:
             f"config.wire has the option {unknown[0]!r}, which the {config.provider} wire does "
             f"not read (its options: {known})."
         )
+    if options.get("cache_markers", "client") != "client":
+        raise HeaderError(
+            'config.wire.cache_markers must be "client" (the client\'s markers, kept in the '
+            "blocks) or absent (the wire places its own breakpoints)."
+        )
+    if not isinstance(options.get("query", ""), str):
+        raise HeaderError("config.wire.query must be a string (a URL query, without the '?')")
     value = options.get("reasoning_send_back")
     if value is not None and value not in get_args(ReasoningSendBack):
         raise HeaderError(
@@ -105,10 +119,31 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
             raise HeaderError(
                 f"config.wire.store_false must be true or false, got {store_false!r}."
             )
-        return ResponsesWire(dialect=dialect, store_false=store_false)
-    if "store_false" in config.wire:
-        raise HeaderError('config.wire.store_false is for the responses wire (api "responses").')
-    return OpenAIWire(dialect=dialect, send_back=send_back)
+        if "token_field" in config.wire:
+            raise HeaderError(
+                "config.wire.token_field is for chat completions; leave it out of a "
+                'responses wire (api "responses").'
+            )
+        input_string = config.wire.get("input_string", False)
+        if not isinstance(input_string, bool):
+            raise HeaderError(
+                f"config.wire.input_string must be true or false, got {input_string!r}."
+            )
+        return ResponsesWire(dialect=dialect, store_false=store_false, input_string=input_string)
+    for option in ("store_false", "input_string"):
+        if option in config.wire:
+            raise HeaderError(f'config.wire.{option} is for the responses wire (api "responses").')
+    return OpenAIWire(dialect=dialect, send_back=send_back, token_field=_token_field(config))
+
+
+def _token_field(config: LlmCallConfig) -> TokenField | None:
+    value = wire_options(config).get("token_field")
+    if value is not None and value not in get_args(TokenField):
+        raise HeaderError(
+            f"config.wire.token_field must be one of {', '.join(get_args(TokenField))}, "
+            f"got {value!r}."
+        )
+    return value
 
 
 _BUILT_IN_WIRES: Final = (OpenAIWire, AnthropicWire, ResponsesWire)

@@ -51,7 +51,9 @@ _RESERVED: Final = (
     "top_p",
     "stream",
     # Server-side state: the log is the truth, so the whole input is always sent.
-    "previous_response_id",
+    # (``previous_response_id`` is allowed as an extra: a proxied client's request
+    # is carried as it was sent; the log says where the earlier part of its
+    # prompt is, docs/format.md.)
     "conversation",
 )
 
@@ -67,10 +69,15 @@ class ResponsesWire:
     loop's rule) sends ``store: false`` when the extras do not name ``store``;
     off (``config.wire.store_false = false``), the body has a ``store`` only
     if the extras give one: how the proxy carries a client that sent none.
+    ``input_string`` (``config.wire.input_string = true``, how the proxy
+    carries a client that sent ``input`` as a string) sends an input that is
+    one user message of one text block as that string, as the client did;
+    any other input is the item list.
     """
 
     dialect: str = "openai"
     store_false: bool = True
+    input_string: bool = False
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -121,13 +128,35 @@ class ResponsesWire:
         """One neutral message as its input items (frozen)."""
         return [freeze_faithful(item, path=where) for item in input_items(message, where)]
 
+    def _string_input(self, request: LlmRequest) -> str | None:
+        """The input as the client's string, when ``input_string`` is on and the
+        input is what a string stands for: one user message of one text block."""
+        if not self.input_string or len(request.messages) != 1:
+            return None
+        message = request.messages[0]
+        content = message.get("content")
+        if (
+            set(message) == {"role", "content"}
+            and message["role"] == "user"
+            and isinstance(content, Sequence)
+            and len(content) == 1
+            and set(content[0]) == {"type", "text"}
+            and content[0]["type"] == "text"
+        ):
+            text: str = content[0]["text"]
+            return text
+        return None
+
     def build_body(self, request: LlmRequest) -> FrozenDict:
         """The body object, built in one piece (``encode`` of it == :meth:`encode_body`)."""
-        items = [
-            item
-            for i, m in enumerate(request.messages)
-            for item in input_items(m, f"messages[{i}]")
-        ]
+        text = self._string_input(request)
+        items: Any = text
+        if text is None:
+            items = [
+                item
+                for i, m in enumerate(request.messages)
+                for item in input_items(m, f"messages[{i}]")
+            ]
         body = {k: (items if v is _INPUT else v) for k, v in self._fields(request)}
         out: FrozenDict = freeze_faithful(body, path="body")
         return out
@@ -145,6 +174,12 @@ class ResponsesWire:
 
     def encode_parts(self, request: LlmRequest, *, cache: BodyCache | None = None) -> Parts:
         """:meth:`encode_body` as the byte parts it joins."""
+        text = self._string_input(request)
+        if text is not None:  # one short message: nothing worth caching
+            string = encode(text, path="body.input")
+            return object_parts(
+                (k, [string] if v is None else v) for k, v in self._members(request)
+            )
         seqs = node_seq_list(request.messages, request.node_seqs)
 
         def make(i: int) -> bytes:
@@ -157,7 +192,7 @@ class ResponsesWire:
             members = self._members(request)
             history = [b",".join(p for p in (make(i) for i in range(len(seqs))) if p)]
         else:
-            cache.bind(("responses", self.dialect, self.store_false))
+            cache.bind(("responses", self.dialect, self.store_false, self.input_string))
             members = cache.head(request.header.canonical_bytes(), lambda: self._members(request))
 
             def piece(i: int) -> bytes:

@@ -98,11 +98,13 @@ def normalise_usage(
     output: int = 0,
     reasoning: int = 0,
     raw: Mapping[str, Any] | None = None,
+    cache_diagnostics: Mapping[str, Any] | None = None,
 ) -> FrozenDict:
     """Disjoint token counts: ``input`` is uncached, uncreated prompt tokens.
 
     Prompt total = input + cache_read + cache_write. ``raw`` keeps the
-    provider's own usage object for audit.
+    provider's own usage object for audit, ``cache_diagnostics`` the
+    provider's own verdict on its prompt cache, as given (docs/format.md).
     """
     out: dict[str, Any] = {
         "input": int(input),
@@ -113,6 +115,8 @@ def normalise_usage(
     }
     if raw is not None:
         out["raw"] = raw
+    if cache_diagnostics is not None:
+        out["cache_diagnostics"] = cache_diagnostics
     usage: FrozenDict = freeze(out)
     return usage
 

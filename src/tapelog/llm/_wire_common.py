@@ -7,7 +7,18 @@ from typing import Any
 
 from tapelog._errors import EventError, HeaderError
 
-__all__ = ["check_extras", "joined_text", "refuse_block", "tool_result_text"]
+__all__ = ["check_extras", "joined_text", "logged_target", "refuse_block", "tool_result_text"]
+
+
+def logged_target(config: Any, url: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """Where a request goes and with which headers, as its logged config says:
+    ``config.wire.query`` (a client's query string, e.g. ``beta=true``) is
+    appended to ``url`` and ``config.headers`` (``anthropic-beta``...) override
+    ``headers``, so what the model reads comes from the log (docs/format.md)."""
+    query = config.wire.get("query")
+    if isinstance(query, str) and query:
+        url = f"{url}?{query}"
+    return url, {**headers, **config.headers}
 
 
 def check_extras(extras: Mapping[str, Any], reserved: Iterable[str], wire: str) -> None:

@@ -23,6 +23,7 @@ from tapelog.log._freeze import (
 )
 from tapelog.log._gc import paused_gc
 from tapelog.log._header import (
+    MODEL_HEADERS,
     EpochHeader,
     LlmCallConfig,
     apply_header_delta,
@@ -31,6 +32,7 @@ from tapelog.log._header import (
     fold_header_event,
     fold_request_header,
     header_from_json,
+    system_lines,
 )
 from tapelog.log._pairing import OpenCall, ToolLedger, unanswered_tool_calls
 from tapelog.log._projection import derive_event_message
@@ -42,6 +44,7 @@ from tapelog.log._session import RuleBreaks, Session
 from tapelog.log._session_info import SessionEvents, SessionInfo, new_session_id
 
 __all__ = [
+    "MODEL_HEADERS",
     "REDACTED",
     "SESSION_FORMAT_VERSION",
     "EpochHeader",
@@ -85,6 +88,7 @@ __all__ = [
     "repair_interrupted",
     "scoped_secrets",
     "secret_prefix_length",
+    "system_lines",
     "thaw",
     "unanswered_tool_calls",
 ]

@@ -54,6 +54,7 @@ EVENT_TYPES: Final = frozenset(
         "assistant/chunk",
         "assistant/message",
         "tool/call",
+        "tool/approval",
         "tool/result",
         "request/header",
         "request/header-delta",
@@ -127,6 +128,7 @@ PACKED_TYPES: Final = frozenset(
     {
         "assistant/chunk",
         "tool/call",
+        "tool/approval",
         "step/start",
         "step/end",
         "turn/start",

@@ -5,9 +5,11 @@ system prompt, the tool schemas in send order and the request-only prefix
 messages. It is logged as a full snapshot (``request/header``) or as a delta
 (``request/header-delta``) against the folded header before it:
 
-* ``system`` -- a common-prefix/suffix *line* trim: ``keep_start`` lines from
-  the start and ``keep_end`` from the end of the old prompt survive, ``insert``
-  lines go between them;
+* ``system`` -- a common-prefix/suffix trim: ``keep_start`` items from the
+  start and ``keep_end`` from the end of the old prompt survive and the new
+  ones go between them. A text prompt's items are its lines (``insert``); a
+  prompt that is a list of blocks (a client's Anthropic ``system``, kept with
+  every field of every block) has blocks as items (``blocks``);
 * ``tools`` -- ``remove`` (names), ``change`` (whole schemas, same name, same
   place) and ``add`` (schemas merged into name order: each goes before the first
   tool whose name sorts after it);
@@ -39,7 +41,12 @@ __all__ = [
     "fold_header_event",
     "fold_request_header",
     "header_from_json",
+    "system_lines",
 ]
+
+MODEL_HEADERS: Final = ("anthropic-beta", "anthropic-version", "openai-beta")
+"""The request headers a config may log: they change what the model reads
+(a beta's tool format, an API version), and none of them is a credential."""
 
 _SCALARS: Final = (
     ("max_tokens", int),
@@ -72,6 +79,10 @@ class LlmCallConfig:
     reasoning_effort: str | None = None
     extras: Mapping[str, Any] = field(default_factory=FrozenDict)
     wire: Mapping[str, Any] = field(default_factory=FrozenDict)
+    headers: Mapping[str, str] = field(default_factory=FrozenDict)
+    """Request headers that change what the model reads (``anthropic-beta``,
+    ``anthropic-version``, ``openai-beta``), lowercased names in the client's
+    order; sent with the request. Never credentials: only :data:`MODEL_HEADERS`."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.provider, str) or not self.provider:
@@ -81,6 +92,16 @@ class LlmCallConfig:
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "extras", freeze_dict(self.extras, path="config.extras"))
         object.__setattr__(self, "wire", freeze_dict(self.wire, path="config.wire"))
+        headers = freeze_dict(self.headers, path="config.headers")
+        for name, value in headers.items():
+            if name not in MODEL_HEADERS:
+                raise HeaderError(
+                    f"config.headers may hold only {', '.join(MODEL_HEADERS)} (lowercased), "
+                    f"not {name!r}"
+                )
+            if not isinstance(value, str):
+                raise HeaderError(f"config.headers.{name} must be a string")
+        object.__setattr__(self, "headers", headers)
 
     def to_json(self) -> FrozenDict:
         """Canonical JSON form: unset fields are absent."""
@@ -95,13 +116,16 @@ class LlmCallConfig:
             out["extras"] = self.extras
         if self.wire:
             out["wire"] = self.wire
+        if self.headers:
+            out["headers"] = self.headers
         return freeze_dict(out)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> LlmCallConfig:
         if not isinstance(obj, Mapping):
             raise HeaderError("header.config must be an object")
-        known = {"provider", "model", "stop", "extras", "wire", *(n for n, _ in _SCALARS)}
+        known = {"provider", "model", "stop", "extras", "wire", "headers"}
+        known.update(n for n, _ in _SCALARS)
         unknown = [k for k in obj if k not in known]
         if unknown:
             raise HeaderError(f"header.config has an unknown field {unknown[0]!r}")
@@ -115,7 +139,7 @@ class LlmCallConfig:
         stop = obj.get("stop", ())
         if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
             raise HeaderError("header.config.stop must be a list of strings")
-        for name in ("extras", "wire"):
+        for name in ("extras", "wire", "headers"):
             if not isinstance(obj.get(name, {}), Mapping):
                 raise HeaderError(f"header.config.{name} must be an object")
         return cls(
@@ -124,6 +148,7 @@ class LlmCallConfig:
             stop=tuple(stop),
             extras=obj.get("extras", {}),
             wire=obj.get("wire", {}),
+            headers=obj.get("headers", {}),
             **kwargs,
         )
 
@@ -144,6 +169,30 @@ def _check_tools(tools: Sequence[Any]) -> FrozenList:
     return frozen
 
 
+def _check_system(system: Any) -> str | FrozenList | None:
+    """A system prompt in canonical form (empty is absent)."""
+    if system is None or isinstance(system, str):
+        return system or None
+    if not isinstance(system, (list, tuple)):
+        raise HeaderError("header.system must be a string or a list of blocks")
+    frozen = freeze_list(list(system), path="header.system")
+    for i, block in enumerate(frozen):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise HeaderError(f"header.system[{i}] must be a block (an object with a string type)")
+    return frozen or None
+
+
+def system_lines(system: str | Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """What the audit compares a system prompt by: a text's lines, or one line
+    per block (its canonical JSON), so a changed block (its text, its
+    ``cache_control``...) is named as the line that changed."""
+    if not system:
+        return []
+    if isinstance(system, str):
+        return system.split("\n")
+    return [encode(block).decode("utf-8") for block in system]
+
+
 def _check_prefix(prefix: Sequence[Any]) -> FrozenList:
     frozen = freeze_list(list(prefix), path="header.prefix")
     for i, message in enumerate(frozen):
@@ -159,7 +208,9 @@ class EpochHeader:
     """The non-history part of a request, in canonical form (empty == absent)."""
 
     config: LlmCallConfig
-    system: str | None = None
+    system: str | Sequence[Mapping[str, Any]] | None = None
+    """One text, or (as a client sent it to Anthropic) a list of blocks, each
+    with every field in its order (``cache_control`` included)."""
     tools: Sequence[Mapping[str, Any]] = ()
     prefix: Sequence[Mapping[str, Any]] = ()
     _canonical: bytes | None = field(default=None, init=False, repr=False, compare=False)
@@ -167,9 +218,7 @@ class EpochHeader:
     def __post_init__(self) -> None:
         if not isinstance(self.config, LlmCallConfig):
             raise HeaderError("header.config must be an LlmCallConfig")
-        if self.system is not None and not isinstance(self.system, str):
-            raise HeaderError("header.system must be a string")
-        object.__setattr__(self, "system", self.system or None)
+        object.__setattr__(self, "system", _check_system(self.system))
         object.__setattr__(self, "tools", _check_tools(self.tools))
         object.__setattr__(self, "prefix", _check_prefix(self.prefix))
 
@@ -222,8 +271,6 @@ def header_from_json(obj: Any) -> EpochHeader:
     if "config" not in obj:
         raise HeaderError("header.config is required")
     system = obj.get("system")
-    if system is not None and not isinstance(system, str):
-        raise HeaderError("header.system must be a string")
     tools = obj.get("tools", ())
     prefix = obj.get("prefix", ())
     if not isinstance(tools, (list, tuple)):
@@ -249,10 +296,26 @@ def _lines(text: str | None) -> list[str]:
     return text.split("\n") if text else []
 
 
-def _system_delta(old: str | None, new: str | None) -> dict[str, Any] | None:
-    if (old or None) == (new or None):
+def _items(system: Any) -> list[Any]:
+    """A system prompt's delta items: a text's lines, a block list's blocks."""
+    if isinstance(system, str):
+        return _lines(system)
+    return list(system or ())
+
+
+def _system_delta(old: Any, new: Any) -> dict[str, Any] | None:
+    blocks = new is not None and not isinstance(new, str)
+    items = _items(new)
+    # Blocks are compared by their bytes: their key order is the client's.
+    a, b = (
+        ([encode(x) for x in _items(old)], [encode(x) for x in items])
+        if blocks
+        else (_items(old), items)
+    )
+    if blocks != (old is not None and not isinstance(old, str)):
+        a = []  # a text prompt became blocks (or back): the new one whole
+    elif a == b:
         return None
-    a, b = _lines(old), _lines(new)
     start = 0
     limit = min(len(a), len(b))
     while start < limit and a[start] == b[start]:
@@ -260,7 +323,11 @@ def _system_delta(old: str | None, new: str | None) -> dict[str, Any] | None:
     end = 0
     while end < limit - start and a[len(a) - 1 - end] == b[len(b) - 1 - end]:
         end += 1
-    return {"keep_start": start, "keep_end": end, "insert": b[start : len(b) - end]}
+    return {"keep_start": start, "keep_end": end, _kind(blocks): items[start : len(b) - end]}
+
+
+def _kind(blocks: bool) -> str:
+    return "blocks" if blocks else "insert"
 
 
 def _tools_delta(
@@ -311,31 +378,38 @@ def diff_header(
     return freeze_dict(delta) if delta else None
 
 
-def _apply_system(old: str | None, delta: Any) -> str | None:
+def _apply_system(old: Any, delta: Any) -> Any:
     if not isinstance(delta, Mapping):
         raise HeaderError("delta.system must be an object")
+    blocks = "blocks" in delta
     keep_start, keep_end, insert = (
         delta.get("keep_start"),
         delta.get("keep_end"),
-        delta.get("insert"),
+        delta.get(_kind(blocks)),
     )
+    item = dict if blocks else str
     if (
         type(keep_start) is not int
         or type(keep_end) is not int
         or keep_start < 0
         or keep_end < 0
         or not isinstance(insert, list)
-        or not all(isinstance(line, str) for line in insert)
+        or not all(isinstance(line, item) for line in insert)
+        or ("blocks" in delta and "insert" in delta)
     ):
         raise HeaderError(
-            "delta.system needs integer keep_start, keep_end >= 0 and a list of insert lines"
+            "delta.system needs integer keep_start, keep_end >= 0 and a list of insert "
+            "lines or of blocks"
         )
-    lines = _lines(old)
+    lines = _items(old) if blocks == (old is not None and not isinstance(old, str)) else []
+    unit = "block" if blocks else "line"
     if keep_start + keep_end > len(lines):
         raise HeaderError(
-            f"delta.system keeps {keep_start}+{keep_end} lines of a {len(lines)}-line prompt"
+            f"delta.system keeps {keep_start}+{keep_end} {unit}s of a {len(lines)}-{unit} prompt"
         )
     new = lines[:keep_start] + list(insert) + lines[len(lines) - keep_end :]
+    if blocks:
+        return new or None
     return "\n".join(new) or None
 
 

@@ -82,6 +82,7 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "image": (("media_type", str),),
     "openai_part": (("part", dict),),
     "item": (("item", dict),),
+    "wire": (("wire", str), ("block", dict)),
 }
 
 MESSAGE_ROLES: Final = ("developer", "system")
@@ -108,6 +109,8 @@ def check_blocks(content: Any, where: str) -> None:
                 raise EventError(f"{at}.{key} is required in a {btype} block")
             if not isinstance(block[key], kind):
                 raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
+        if "extra" in block and not isinstance(block["extra"], dict):
+            raise EventError(f"{at}.extra must be an object (the wire block's other fields)")
         if btype == "reasoning":
             for key in ("signature", "data", "id", "encrypted_content"):
                 if key in block and not isinstance(block[key], str):
@@ -129,6 +132,20 @@ def _turn_end(etype: str, data: Mapping[str, Any]) -> None:
     reason = _need(etype, data, "reason", dict)
     if not isinstance(reason.get("kind"), str) or not reason["kind"]:
         raise _fail(etype, "data.reason.kind must be a non-empty string")
+    if reason["kind"] == "budget":
+        _budget_reason(etype, reason)
+
+
+def _budget_reason(etype: str, reason: Mapping[str, Any]) -> None:
+    """A turn a budget ended (the agent's ``Budget``): which limit, its bound, the use."""
+    if reason.get("scope") not in ("turn", "session"):
+        raise _fail(etype, "data.reason.scope of a budget end must be 'turn' or 'session'")
+    if not isinstance(reason.get("limit"), str) or not reason["limit"]:
+        raise _fail(etype, "data.reason.limit of a budget end must be a non-empty string")
+    for key in ("max", "used"):
+        value = reason.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise _fail(etype, f"data.reason.{key} of a budget end must be a non-negative number")
 
 
 def _step(etype: str, data: Mapping[str, Any]) -> None:
@@ -178,8 +195,13 @@ def _seqs(etype: str, value: Any, where: str) -> None:
 
 
 def _fields(etype: str, data: Mapping[str, Any]) -> None:
-    """``data.fields``: a message's other wire members, as the client sent them."""
+    """``data.fields``: a message's other wire members, as the client sent them;
+    ``data.content_string``: the client sent the content as one string."""
     _optional(etype, data, "fields", dict)
+    if _optional(etype, data, "content_string", bool) and (
+        len(data["content"]) != 1 or data["content"][0].get("type") != "text"
+    ):
+        raise _fail(etype, "data.content_string needs content of exactly one text block")
 
 
 def _message(etype: str, data: Mapping[str, Any]) -> None:
@@ -229,7 +251,11 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
     _fields(etype, data)
-    _optional(etype, data, "alternatives", list)
+    for i, alternative in enumerate(_optional(etype, data, "alternatives", list) or ()):
+        at = f"data.alternatives[{i}]"
+        if not isinstance(alternative, dict) or type(alternative.get("choice")) is not int:
+            raise _fail(etype, f"{at} must be an object with an integer choice")
+        check_blocks(alternative.get("content"), f"{etype}: {at}.content")
 
 
 def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
@@ -239,6 +265,16 @@ def _tool_call(etype: str, data: Mapping[str, Any]) -> None:
     _need(etype, data, "arguments", str)
 
 
+def _tool_approval(etype: str, data: Mapping[str, Any]) -> None:
+    """A human-in-the-loop decision on a logged tool call (the agent's approver)."""
+    _step(etype, data)
+    _need(etype, data, "call_id", str)
+    _need(etype, data, "approved", bool)
+    if not _need(etype, data, "by", str):
+        raise _fail(etype, "data.by must name who decided (a non-empty string)")
+    _optional(etype, data, "reason", str)
+
+
 def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
     _step(etype, data)
     _need(etype, data, "call_id", str)
@@ -246,6 +282,10 @@ def _tool_result(etype: str, data: Mapping[str, Any]) -> None:
     if isinstance(content, list):
         check_blocks(content, f"{etype}: data.content")
     _need(etype, data, "is_error", bool)
+    _optional(etype, data, "extra", dict)
+    omit = _optional(etype, data, "omit", list)
+    if omit is not None and not all(isinstance(k, str) for k in omit):
+        raise _fail(etype, "data.omit must be a list of field names")
     if "error" in data and not isinstance(data["error"], (str, dict)):
         raise _fail(etype, "data.error must be a string or an object")
     _fields(etype, data)
@@ -341,6 +381,7 @@ _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "assistant/chunk": _chunk,
     "assistant/message": _assistant,
     "tool/call": _tool_call,
+    "tool/approval": _tool_approval,
     "tool/result": _tool_result,
     "request/header": _header,
     "request/header-delta": _header_delta,

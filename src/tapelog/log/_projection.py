@@ -30,11 +30,11 @@ def derive_event_message(event: Event) -> FrozenDict | None:
     data = event.data
     etype = event.type
     if etype == "user/message" or etype == "context/message":
-        return _message(data.get("role", "user"), data["content"], data.get("fields"))
+        return _message(data.get("role", "user"), data["content"], data)
     if etype == "assistant/message":
         if not data["content"] and not data.get("fields"):
             return None
-        return _message("assistant", data["content"], data.get("fields"))
+        return _message("assistant", data["content"], data)
     if etype == "tool/result":
         block = {
             "type": "tool_result",
@@ -42,17 +42,23 @@ def derive_event_message(event: Event) -> FrozenDict | None:
             "content": data["content"],
             "is_error": data["is_error"],
         }
-        return _message("tool", [block], data.get("fields"))
+        for key in ("extra", "omit"):  # the wire's result block: the client's other fields
+            if key in data:
+                block[key] = data[key]
+        return _message("tool", [block], data)
     return None
 
 
-def _message(role: str, content: Any, fields: Any = None) -> FrozenDict:
+def _message(role: str, content: Any, data: Any) -> FrozenDict:
     # Built from an event's frozen data only: no second validating walk, and
     # no redaction (a message is derived from the log, so it must be exactly
     # what the log says whatever secrets this process has registered).
     shaped = {"role": role, "content": content}
-    if fields:
+    fields = data.get("fields")
+    if fields is not None:  # even empty: a client message of its own (the Anthropic wire)
         shaped["fields"] = fields
+    if data.get("content_string"):
+        shaped["content_string"] = True
     message: FrozenDict = freeze_trusted(shaped)
     return message
 

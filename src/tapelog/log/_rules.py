@@ -28,6 +28,8 @@ it, so "a log that loads is a log the loop could have written" holds:
   answered before the next request is made (``step/start``, or a
   ``compact/start`` that names a region to summarise): a request holding a
   call without its result is refused by every provider, on every later request;
+* a ``tool/approval`` (the agent's approver deciding on a call) lies in the
+  open step and names one of its ``tool/call`` events that has no result yet;
 * a fork's seed is followed by its ``session/end-seed``.
 
 ``log/digest``, ``context/message``, ``compact/*`` and ``session/*`` events are
@@ -128,6 +130,8 @@ class LogRules:
             self._check_step_start(data)
         elif etype == "step/end":
             self._check_step_end(data)
+        elif etype == "tool/approval":
+            self._check_approval(data)
         elif etype == "compact/start" and data.get("region") and (asked := self.ledger.asked()):
             raise EventError(
                 f"this compaction's summary request would hold tool calls without "
@@ -193,6 +197,17 @@ class LogRules:
             raise EventError(
                 f"step {k} of turn {t} ends, but the open step is step {step[1]} of turn "
                 f"{step[0]} (seq {step[2]})"
+            )
+
+    def _check_approval(self, data: Mapping[str, Any]) -> None:
+        """A decision on a call of the open step that has no result yet."""
+        if self._step is None:
+            raise EventError("this tool/approval is logged outside any step (no open step/start)")
+        self._check_in_step("tool/approval", data)
+        if data["call_id"] not in self._calls:
+            raise EventError(
+                f"this tool/approval decides on call {data['call_id']!r}, but the open step "
+                "has no tool call with that id waiting for its result"
             )
 
     def _check_in_step(self, etype: str, data: Mapping[str, Any]) -> None:

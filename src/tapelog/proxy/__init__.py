@@ -6,30 +6,43 @@ log events and forwards to the upstream **the bytes rebuilt from the log**,
 so ``tapelog requests`` reproduces byte for byte what the upstream received
 and the cache audit can name every break in the client's prefix.
 
-Exactness. A client's request becomes the log's header (model, options,
-extras, system prompt, tools) and neutral messages; before anything is
-logged the proxy sends both back through the upstream's wire and compares
-the result with the client's body in a normal form that keeps everything a
-provider reads. They may differ only where providers parse the same thing:
-whitespace, the order of object keys (not inside tool schemas, tool inputs or
-response schemas, which are compared byte for byte), ``null`` versus absent,
-``"content": "x"`` versus one text block, empty content in any spelling,
-``stream`` / ``stream_options`` (the proxy always streams from the upstream,
-with usage), ``max_tokens`` versus ``max_completion_tokens`` (sent in the
-upstream dialect's spelling), a ``stop`` string versus a one-item list, and
-Anthropic ``cache_control`` markers (the Anthropic wire places its own four
-breakpoints: what is cached changes, never what the model reads). Anything
-else is refused with a 400 in the client API's error shape that names the
-field (``n`` > 1, a system message after the first, a ``developer`` message,
-server tools, document blocks, several system blocks, unknown message
-fields), and nothing is logged for it. Unknown top-level fields are carried
-as ``config.extras`` in the client's order. Reasoning the client sends back
-(``reasoning_content``) is a logged wire option
+Exactness: carry, never reshape. A client's request becomes the log's header
+(model, options, extras, system prompt, tools, the request headers that
+change what the model reads) and neutral messages; what those do not name is
+kept as given, and before anything is logged the proxy sends the translation
+back through the upstream's wire and compares it with the client's body.
+On the Anthropic Messages API the two parse equal: every field is carried (a
+system prompt as blocks, the client's cache markers where it put them,
+thinking signatures, server tools, ``document`` / ``search_result`` /
+unknown blocks as ``wire`` blocks, message fields such as ``output_config``,
+every top-level field in the client's order), and the one difference is
+``stream`` (the proxy always streams from the upstream). Its
+``anthropic-beta`` and ``anthropic-version`` headers and its query string
+(``?beta=true``) are logged (``config.headers``, ``config.wire.query``) and
+sent from the log. On chat completions a ``developer`` or ``system`` message
+anywhere is a ``user/message`` with its ``role``, the members of a message
+the blocks do not name are its ``fields``, a content part that is not plain
+text or a plain image URL is an ``openai_part`` block, the token limit keeps
+the client's spelling (``config.wire.token_field``), and the other choices of
+an ``n`` > 1 answer are its ``alternatives`` (docs/format.md); the comparison
+is in a normal form that keeps everything a provider reads (whitespace, key
+order outside tool schemas and inputs, ``stream`` / ``stream_options``: the
+proxy always streams from the upstream, with usage). On the Responses API
+every item is carried (``tapelog.proxy._responses_in``). What is refused is
+what cannot be forwarded at all: a body that is not JSON or not a request
+object, a message or block that is not an object, a value of the wrong type,
+a tool call without its result, two token limits that differ, an unknown
+endpoint, a request for the other API, each a 400 in the client API's error
+shape, with nothing logged (docs/proxy.md, "What is refused"). Reasoning the
+client sends back (``reasoning_content``) is a logged wire option
 (``config.wire.reasoning_send_back``) chosen to reproduce the client.
 
 A non-streaming client gets the answer assembled from the upstream's stream
 in the shape of a non-streamed answer (``_answers``); a streaming client gets
 the upstream's bytes unchanged, plus a usage event it may not have asked for.
+Every answer that has a session names it in ``X-Tapelog-Session``; with
+``watch_cache`` the cache audit runs as each turn ends and a request whose
+cacheable prefix broke gets a ``cache_break`` line in its summary.
 The piece that ends a stream reaches the client only once the turn's end is
 logged and durable. An upstream error answer is passed on as it came (status,
 body, headers) and logged as the turn's error; the request counts as sent. A
@@ -42,11 +55,9 @@ is a 421, an ``Origin`` header not allowed a 403, a body not declared
 ``application/json`` a 415, all before the body is read, so a web page in the
 user's browser cannot write turns or spend the upstream.
 
-What the log does not hold: the client's request headers. Credentials and
-``anthropic-version`` only authenticate and version the API, but an
-``anthropic-beta`` header can change what the model reads (a beta tool
-format, say) and is passed on without being logged. Only the generation
-endpoints are served (no model lists, no token counting).
+What the log does not hold: credentials (passed on, never logged) and the
+client's other request headers. Only the generation endpoints are served (no
+model lists, no token counting).
 
 Sessions. A request names its session explicitly with the path prefix
 ``/s/<session-id>/`` or the header ``X-Tapelog-Session`` (not forwarded); the

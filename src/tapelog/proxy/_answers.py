@@ -7,9 +7,10 @@ stream's events as the provider's own non-streamed answer is shaped: a
 ``chat.completion`` object (the id, model and usage of the stream, the text,
 reasoning, refusal and tool calls joined) or an Anthropic ``message`` (the
 ``message_start`` object with each content block completed and the
-``message_delta`` stop reason and usage applied). Fields a provider sends only
-in non-streamed answers (``logprobs`` of a non-streamed request, which the
-proxy refuses; annotations) are not invented.
+``message_delta`` stop reason and usage applied). Every choice of an ``n`` > 1
+request is answered, and ``logprobs`` streamed per chunk are joined per
+choice. Fields a provider sends only in non-streamed answers (annotations)
+are not invented.
 
 Errors the proxy itself answers are in the client API's error shape, so an
 SDK raises its usual error class with the proxy's sentence as the message.
@@ -63,44 +64,35 @@ def _frame(event: ServerSentEvent) -> Any:
     return frame if isinstance(frame, dict) else None
 
 
-class OpenAIAnswer:
-    """A ``chat.completion`` assembled from ``chat.completion.chunk`` events."""
+class _Choice:
+    """One choice of a ``chat.completion``, joined from its deltas."""
 
     def __init__(self) -> None:
-        self._head: dict[str, Any] = {}
-        self._text: list[str] = []
-        self._reasoning: list[str] | None = None
-        self._refusal: list[str] = []
-        self._calls: dict[Any, dict[str, Any]] = {}
-        self._finish: Any = None
-        self._usage: Any = None
+        self.text: list[str] = []
+        self.reasoning: list[str] | None = None
+        self.refusal: list[str] = []
+        self.calls: dict[Any, dict[str, Any]] = {}
+        self.finish: Any = None
+        self.logprobs: dict[str, list[Any]] = {}
 
-    def feed(self, event: ServerSentEvent) -> None:
-        frame = _frame(event)
-        if frame is None:
-            return
-        for key in ("id", "created", "model", "system_fingerprint", "service_tier"):
-            if frame.get(key) is not None:
-                self._head.setdefault(key, frame[key])
-        if frame.get("usage") is not None:
-            self._usage = frame["usage"]
-        for choice in frame.get("choices") or ():
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                self._choice(choice)
-
-    def _choice(self, choice: dict[str, Any]) -> None:
+    def feed(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta") or {}
+        logprobs = choice.get("logprobs")
+        if isinstance(logprobs, dict):  # per-token entries, joined in stream order
+            for key, tokens in logprobs.items():
+                if isinstance(tokens, list):
+                    self.logprobs.setdefault(key, []).extend(tokens)
         if isinstance(delta.get("content"), str):
-            self._text.append(delta["content"])
+            self.text.append(delta["content"])
         reasoning = delta.get("reasoning_content")
         if isinstance(reasoning, str):
-            self._reasoning = (self._reasoning or []) + [reasoning]
+            self.reasoning = (self.reasoning or []) + [reasoning]
         if isinstance(delta.get("refusal"), str):
-            self._refusal.append(delta["refusal"])
+            self.refusal.append(delta["refusal"])
         for position, piece in enumerate(delta.get("tool_calls") or ()):
             if not isinstance(piece, dict):
                 continue
-            call = self._calls.setdefault(
+            call = self.calls.setdefault(
                 piece.get("index", position),
                 {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
             )
@@ -112,16 +104,48 @@ class OpenAIAnswer:
             if isinstance(function.get("arguments"), str):
                 call["function"]["arguments"] += function["arguments"]
         if choice.get("finish_reason") is not None:
-            self._finish = choice["finish_reason"]
+            self.finish = choice["finish_reason"]
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.reasoning is not None:
+            message["reasoning_content"] = "".join(self.reasoning)
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        if self.calls:
+            message["tool_calls"] = list(self.calls.values())
+        return message
+
+
+class OpenAIAnswer:
+    """A ``chat.completion`` assembled from ``chat.completion.chunk`` events
+    (every choice of an ``n`` > 1 request, in index order)."""
+
+    def __init__(self) -> None:
+        self._head: dict[str, Any] = {}
+        self._choices: dict[int, _Choice] = {}
+        self._usage: Any = None
+        self._diagnostics: Any = None
+
+    def feed(self, event: ServerSentEvent) -> None:
+        frame = _frame(event)
+        if frame is None:
+            return
+        for key in ("id", "created", "model", "system_fingerprint", "service_tier"):
+            if frame.get(key) is not None:
+                self._head.setdefault(key, frame[key])
+        if frame.get("usage") is not None:
+            self._usage = frame["usage"]
+        if frame.get("prompt_cache_diagnostics") is not None:
+            self._diagnostics = frame["prompt_cache_diagnostics"]
+        for choice in frame.get("choices") or ():
+            if isinstance(choice, dict):
+                number = choice.get("index", 0)
+                number = number if isinstance(number, int) else 0
+                self._choices.setdefault(number, _Choice()).feed(choice)
 
     def body(self) -> bytes:
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
-        if self._reasoning is not None:
-            message["reasoning_content"] = "".join(self._reasoning)
-        if self._refusal:
-            message["refusal"] = "".join(self._refusal)
-        if self._calls:
-            message["tool_calls"] = list(self._calls.values())
+        choices = self._choices or {0: _Choice()}
         head = self._head
         out: dict[str, Any] = {
             "id": head.get("id"),
@@ -129,7 +153,13 @@ class OpenAIAnswer:
             "created": head.get("created"),
             "model": head.get("model"),
             "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": self._finish}
+                {
+                    "index": number,
+                    "message": choices[number].message(),
+                    "logprobs": choices[number].logprobs or None,
+                    "finish_reason": choices[number].finish,
+                }
+                for number in sorted(choices)
             ],
         }
         for key in ("system_fingerprint", "service_tier"):
@@ -137,6 +167,8 @@ class OpenAIAnswer:
                 out[key] = head[key]
         if self._usage is not None:
             out["usage"] = self._usage
+        if self._diagnostics is not None:
+            out["prompt_cache_diagnostics"] = self._diagnostics
         return encode_trusted(out)
 
 

@@ -1,21 +1,35 @@
-"""An Anthropic Messages request body -> the log's terms, and its normal form.
+"""An Anthropic Messages request body -> the log's terms, carried exactly.
 
-``system`` is the system prompt (a string, or one text block). A message
-becomes neutral messages block by block:
+The rule is *carry, never reshape* (docs/proxy.md): the body rebuilt from the
+log parses equal to the client's, except ``stream`` (the proxy always streams
+from the upstream). So:
 
-* ``user``: each run of ``tool_result`` blocks is one neutral ``tool`` message
-  per result (``is_error`` kept; text and image content), each run of text /
-  image blocks one ``user`` message;
-* ``assistant``: ``text``; ``thinking`` (with its signature) and
-  ``redacted_thinking`` as reasoning blocks the wire sends back verbatim;
-  ``tool_use`` as a tool call whose ``arguments`` are the JSON text of its
-  ``input`` (key order kept).
+* ``system`` is kept as given: a string, or a list of blocks with every field
+  (``cache_control`` included); ``tools`` keep every field (``input_schema``
+  is logged as ``parameters``; server tools of any ``type`` as given);
+* a message becomes neutral messages block by block: a ``user`` message's
+  ``tool_result`` blocks one ``tool`` message each, its other blocks one
+  ``user`` message; a ``system`` message keeps its role; an ``assistant``
+  message's ``text``, ``thinking`` (signature kept), ``redacted_thinking``
+  (data kept) and ``tool_use`` blocks the neutral blocks for them. A client
+  field the neutral block does not model (``cache_control``, ``citations``,
+  ``caller``, an explicit ``"is_error": false``...) goes into the block's
+  ``extra``; a block type the log does not model (``server_tool_use``,
+  ``web_search_tool_result``, ``document``, ``search_result``, an image from
+  a file...) is a ``wire`` block holding it as given; string content is kept
+  as a string (``content_string``), and a message's own fields besides
+  ``role`` and ``content`` (``output_config``...) as its ``fields``;
+* ``model``, ``max_tokens``, ``temperature``, ``top_p`` and
+  ``stop_sequences`` are config fields, every other top-level field (``thinking``,
+  ``context_management``, ``metadata``, ``tool_choice``...) goes to
+  ``config.extras`` in the client's order; the cache markers stay where the
+  client put them (``config.wire.cache_markers: "client"``), the request's
+  query string is ``config.wire.query`` and its ``anthropic-beta`` /
+  ``anthropic-version`` headers are ``config.headers``.
 
-``model``, ``max_tokens``, ``temperature``, ``top_p`` and ``stop_sequences`` are
-config fields; ``stream`` is the proxy's own and ``cache_control`` markers are
-not carried: the Anthropic wire places its own four breakpoints
-(docs/providers.md), which changes what is cached and billed, never what the
-model reads. Every other top-level field goes to ``config.extras`` as given.
+Each message is then sent back through the wire and compared with the
+client's; a message that would still differ (a field that cannot be carried)
+is refused with a sentence naming it, before anything is logged.
 """
 
 from __future__ import annotations
@@ -25,9 +39,9 @@ from typing import Any, Final
 
 from tapelog._errors import EventError, JsonValueError, ProxyError
 from tapelog.llm._api import AnthropicWire
-from tapelog.log._api import FrozenDict, encode_trusted, freeze
+from tapelog.log._api import MODEL_HEADERS, FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
-from tapelog.proxy._normal import Opaque, first_difference, normal, one_text, text_parts
+from tapelog.proxy._normal import Opaque, first_difference, normal
 from tapelog.proxy._types import (
     EVERY_RULE,
     NOT_A_MESSAGE,
@@ -36,55 +50,60 @@ from tapelog.proxy._types import (
     is_message,
 )
 
-__all__ = ["anthropic_top", "parse_anthropic", "translate_anthropic"]
+__all__ = ["anthropic_top", "client_wire_options", "parse_anthropic", "translate_anthropic"]
 
 _OPTIONS: Final = ("max_tokens", "temperature", "top_p")
-_OWN: Final = frozenset({"stream", "cache_control"})
+_OWN: Final = frozenset({"stream"})
 _MAPPED: Final = frozenset({"model", "messages", "system", "tools", "stop_sequences", *_OPTIONS})
-_CACHE: Final = frozenset({"cache_control"})
 _WIRE: Final = AnthropicWire()
+_ROLES: Final = ("user", "assistant", "system")
+_OMITTABLE: Final = frozenset({"content"})
+"""Fields of the wire's block a client may leave out (``omit``): a tool result's
+content (the API reads a missing one as empty)."""
 
 
 def _refuse(message: str) -> ProxyError:
     return ProxyError(message, kind="invalid_request_error")
 
 
-def _str(block: Mapping[str, Any], key: str, where: str) -> str:
-    value = block.get(key)
-    if not isinstance(value, str):
-        raise _refuse(f"{where}.{key} must be a string")
+def _system(value: Any) -> str | list[Any] | None:
+    if value is None or isinstance(value, str):
+        return value or None
+    if not isinstance(value, list) or not all(
+        isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in value
+    ):
+        raise _refuse("system must be a string or a list of blocks (objects with a type)")
     return value
-
-
-def _system(value: Any) -> str | None:
-    try:
-        return None if value is None else one_text(value)
-    except ValueError:
-        raise _refuse(
-            "system: the log keeps the system prompt as one text; send one string or one "
-            "text block (join the blocks)"
-        ) from None
 
 
 def _tool(tool: Any, where: str) -> FrozenDict:
     if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
         raise _refuse(f"{where} must be an object with a string name")
-    kind = tool.get("type")
-    if kind not in (None, "custom"):
-        raise _refuse(
-            f"{where} is a server tool (type {kind!r}), which the log cannot represent; "
-            "only client tools with an input_schema can go through the proxy"
-        )
-    schema: dict[str, Any] = {"name": tool["name"]}
-    for key, value in tool.items():
-        if key in ("name", "cache_control") or value is None:
-            continue
-        schema["parameters" if key == "input_schema" else key] = value
+    # Every field kept, in the client's order; the schema under the log's name.
+    schema = {("parameters" if key == "input_schema" else key): v for key, v in tool.items()}
+    if "parameters" not in schema and tool.get("type") in (None, "custom"):
+        raise _refuse(f"{where}.input_schema: Field required")
     frozen: FrozenDict = freeze(schema, path=where)
     return frozen
 
 
-def parse_anthropic(body: Mapping[str, Any]) -> ClientRequest:
+def client_wire_options(query: str) -> dict[str, Any]:
+    """The wire options the proxy logs for an Anthropic client: its own cache
+    markers, and its query string (``beta=true``) when it sent one."""
+    wire: dict[str, Any] = {"cache_markers": "client"}
+    if query:
+        wire["query"] = query
+    return wire
+
+
+def model_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's request headers that change what the model reads."""
+    return {name: headers[name] for name in MODEL_HEADERS if name in headers}
+
+
+def parse_anthropic(
+    body: Mapping[str, Any], headers: Mapping[str, str] | None = None, query: str = ""
+) -> ClientRequest:
     """The header part and the raw messages of a Messages body."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -105,7 +124,7 @@ def parse_anthropic(body: Mapping[str, Any]) -> ClientRequest:
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
             raise _refuse("stop_sequences must be a list of strings")
         options["stop"] = tuple(stop)
-    extras = {k: v for k, v in body.items() if k not in _MAPPED and k not in _OWN and v is not None}
+    extras = {k: v for k, v in body.items() if k not in _MAPPED and k not in _OWN}
     return ClientRequest(
         family="anthropic",
         model=model,
@@ -117,6 +136,8 @@ def parse_anthropic(body: Mapping[str, Any]) -> ClientRequest:
         offset=0,
         stream=body.get("stream") is True,
         body=body,
+        headers=model_headers(headers or {}),
+        wire=client_wire_options(query),
     )
 
 
@@ -126,111 +147,159 @@ def anthropic_top(body: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in body.items():
         if value is None or key in _OWN or key == "messages":
             continue
-        if key == "system":
-            value = text_parts(value)
-            if not value:
-                continue
-        if key in ("tools", "stop_sequences") and value == []:
+        if key in ("tools", "stop_sequences", "system") and value in ([], ""):
             continue
-        out[key] = normal(value, drop=_CACHE) if key in _MAPPED else Opaque(encode_trusted(value))
+        out[key] = normal(value) if key in _MAPPED else Opaque(encode_trusted(value))
     return out
 
 
-def _form(role: str, content: Any) -> Any:
-    """A message's normal form: content as blocks, without cache markers and
-    ``"is_error": false``."""
-    blocks = [
-        {k: v for k, v in b.items() if not (k == "is_error" and v is False)}
-        if isinstance(b, Mapping) and b.get("type") == "tool_result"
-        else b
-        for b in text_parts(content)
-    ]
-    return normal({"role": role, "content": blocks}, drop=_CACHE)
+def _wire_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "wire", "wire": "anthropic", "block": block}
 
 
-def _image(block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    source = block.get("source")
-    at = f"{where}.source"
-    if isinstance(source, Mapping) and source.get("type") == "base64":
-        media_type, data = _str(source, "media_type", at), _str(source, "data", at)
-        return {"type": "image", "media_type": media_type, "data": data}
-    if isinstance(source, Mapping) and source.get("type") == "url":
-        return {"type": "image", "media_type": "", "url": _str(source, "url", at)}
-    raise _refuse(f"{where}: only base64 and url image sources can be represented in the log")
+def _sent(role: str, neutral: Mapping[str, Any]) -> Any:
+    """What the wire sends for one neutral block (``None``: nothing)."""
+    try:
+        _, mapped = _WIRE.message_blocks(freeze({"role": role, "content": [neutral]}))
+    except (EventError, JsonValueError, KeyError, TypeError):
+        return None
+    return mapped[0][0] if len(mapped) == 1 else None
 
 
-def _result_content(content: Any, where: str) -> Any:
-    if content is None or isinstance(content, str):
-        return content or ""
-    if not isinstance(content, list):
-        raise _refuse(f"{where}.content must be a string or a list of blocks")
-    out: list[dict[str, Any]] = []
-    for k, part in enumerate(content):
-        ptype = part.get("type") if isinstance(part, Mapping) else None
-        if ptype == "text":
-            out.append({"type": "text", "text": _str(part, "text", f"{where}.content[{k}]")})
-        elif ptype == "image":
-            out.append(_image(part, f"{where}.content[{k}]"))
-        else:
-            raise _refuse(
-                f"{where}.content[{k}]: a {ptype!r} block cannot be represented in the log"
-            )
-    return out
+def _carried(role: str, block: Mapping[str, Any], neutral: dict[str, Any] | None) -> Any:
+    """``neutral`` with an ``extra`` for the client's fields it does not model,
+    or ``None`` when the wire cannot send it back as given."""
+    if neutral is None:
+        return None
+    sent = _sent(role, neutral)
+    if sent is None:
+        return None
+    omit = [k for k in sent if k not in block]
+    if any(k not in _OMITTABLE for k in omit):
+        return None
+    extra = {k: v for k, v in block.items() if k not in sent or sent[k] != v}
+    if extra:
+        neutral["extra"] = extra
+    if omit:
+        neutral["omit"] = omit
+    return neutral
 
 
-def _assistant_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    btype = block.get("type") if isinstance(block, Mapping) else None
-    if btype == "text":
-        return {"type": "text", "text": _str(block, "text", where)}
+def _known(role: str, block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The neutral block a client block maps to (without ``extra``), if any."""
+    btype = block.get("type")
+    text = block.get("text")
+    if btype == "text" and isinstance(text, str):
+        return {"type": "text", "text": text}
+    if btype == "image":
+        source = block.get("source")
+        if isinstance(source, Mapping) and source.get("type") == "base64":
+            media_type, data = source.get("media_type"), source.get("data")
+            if isinstance(media_type, str) and isinstance(data, str):
+                return {"type": "image", "media_type": media_type, "data": data}
+        url = source.get("url") if isinstance(source, Mapping) else None
+        if isinstance(source, Mapping) and source.get("type") == "url" and isinstance(url, str):
+            return {"type": "image", "media_type": "", "url": url}
+        return None
+    if role != "assistant":
+        return None
     if btype == "thinking":
-        text, signature = _str(block, "thinking", where), _str(block, "signature", where)
-        return {"type": "reasoning", "text": text, "signature": signature}
-    if btype == "redacted_thinking":
-        return {"type": "reasoning", "text": "", "data": _str(block, "data", where)}
-    if btype == "tool_use":
+        thinking, signature = block.get("thinking"), block.get("signature")
+        if isinstance(thinking, str) and isinstance(signature, str):
+            return {"type": "reasoning", "text": thinking, "signature": signature}
+    if btype == "redacted_thinking" and isinstance(block.get("data"), str):
+        return {"type": "reasoning", "text": "", "data": block["data"]}
+    if (
+        btype == "tool_use"
+        and isinstance(block.get("id"), str)
+        and isinstance(block.get("name"), str)
+        and isinstance(block.get("input"), Mapping)
+    ):
+        arguments = encode_trusted(block["input"]).decode("utf-8")
         return {
             "type": "tool_call",
-            "id": _str(block, "id", where),
-            "name": _str(block, "name", where),
-            "arguments": encode_trusted(block.get("input", {})).decode("utf-8"),
+            "id": block["id"],
+            "name": block["name"],
+            "arguments": arguments,
         }
-    raise _refuse(f"{where}: a {btype!r} block cannot be represented in the log")
+    return None
+
+
+def _block(role: str, block: Any, where: str) -> dict[str, Any]:
+    """A client block as a neutral block carrying every field."""
+    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+        raise _refuse(f"{where} must be a block (an object with a string type)")
+    carried = _carried(role, block, _known(role, block))
+    if carried is None and block["type"] == "tool_use":
+        raise _refuse(f"{where}: a tool_use block needs a string id and name and an object input")
+    out: dict[str, Any] = carried if carried is not None else _wire_block(block)
+    return out
+
+
+def _result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A ``tool_result`` block as a neutral tool message's block."""
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str):
+        raise _refuse(f"{where}.tool_use_id must be a string")
+    content = block.get("content", "")
+    if isinstance(content, list):
+        content = [_block("user", p, f"{where}.content[{k}]") for k, p in enumerate(content)]
+    elif not isinstance(content, str):
+        raise _refuse(f"{where}.content must be a string or a list of blocks")
+    result = {
+        "type": "tool_result",
+        "tool_call_id": call_id,
+        "content": content,
+        "is_error": block.get("is_error") is True,
+    }
+    carried: dict[str, Any] | None = _carried("tool", block, result)
+    if carried is None:
+        raise _refuse(f"{where}: this tool_result cannot be sent back as given")
+    return carried
 
 
 def _neutral(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
     role = message["role"]
-    content = text_parts(message.get("content"))
+    if role not in _ROLES:
+        raise _refuse(f"{where}: messages with role {role!r} cannot be represented in the log")
+    messages = _split(role, message.get("content"), where)
+    extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+    string = isinstance(message.get("content"), str)
+    if extra or string:
+        # Fields of the message itself: kept on the one neutral message it is.
+        if len(messages) != 1 or messages[0]["role"] == "tool":
+            raise _refuse(
+                f"{where}: a message with fields of its own ({', '.join(extra) or 'content'}) "
+                "must not mix tool results with other blocks to be carried as given"
+            )
+        if string:
+            messages[0]["content_string"] = True
+        if extra:
+            messages[0]["fields"] = extra
+    return messages
+
+
+def _split(role: str, content: Any, where: str) -> list[dict[str, Any]]:
+    """A message's content as neutral messages (a user message's tool results apart)."""
+    if isinstance(content, str):
+        return [{"role": role, "content": [{"type": "text", "text": content}]}]
     if not isinstance(content, list):
         raise _refuse(f"{where}.content must be a string or a list of blocks")
-    if role == "assistant":
-        blocks = [_assistant_block(b, f"{where}.content[{k}]") for k, b in enumerate(content)]
-        return [{"role": "assistant", "content": blocks}]
     if role != "user":
-        raise _refuse(f"{where}: messages with role {role!r} cannot be represented in the log")
-    out: list[dict[str, Any]] = []
+        blocks = [_block(role, b, f"{where}.content[{k}]") for k, b in enumerate(content)]
+        return [{"role": role, "content": blocks}]
+    messages: list[dict[str, Any]] = []
     for k, block in enumerate(content):
         at = f"{where}.content[{k}]"
-        btype = block.get("type") if isinstance(block, Mapping) else None
-        if btype == "tool_result":
-            result = {
-                "type": "tool_result",
-                "tool_call_id": _str(block, "tool_use_id", at),
-                "content": _result_content(block.get("content"), at),
-                "is_error": block.get("is_error") is True,
-            }
-            out.append({"role": "tool", "content": [result]})
+        if isinstance(block, Mapping) and block.get("type") == "tool_result":
+            messages.append({"role": "tool", "content": [_result(block, at)]})
             continue
-        if btype == "text":
-            piece = {"type": "text", "text": _str(block, "text", at)}
-        elif btype == "image":
-            piece = _image(block, at)
+        piece = _block("user", block, at)
+        if messages and messages[-1]["role"] == "user":
+            messages[-1]["content"].append(piece)
         else:
-            raise _refuse(f"{at}: a {btype!r} block cannot be represented in the log")
-        if out and out[-1]["role"] == "user":
-            out[-1]["content"].append(piece)
-        else:
-            out.append({"role": "user", "content": [piece]})
-    return out or [{"role": "user", "content": []}]
+            messages.append({"role": "user", "content": [piece]})
+    return messages or [{"role": "user", "content": []}]
 
 
 def translate_anthropic(message: Any, where: str) -> Translated:
@@ -255,9 +324,15 @@ def translate_anthropic(message: Any, where: str) -> Translated:
         )
     # As the wire groups a user message: its tool results first.
     blocks.sort(key=lambda b: b["type"] != "tool_result")
-    found = first_difference(
-        _form(message["role"], message.get("content")), _form(message["role"], blocks), where
-    )
+    first = neutral[0]
+    string = first.get("content_string") and len(blocks) == 1
+    rebuilt = {
+        "role": message["role"],
+        "content": blocks[0]["text"] if string else blocks,
+        **first.get("fields", {}),
+    }
+    client, rebuilt = normal(dict(message)), normal(rebuilt)
+    found = first_difference(client, rebuilt, where)
     if found is not None:
         raise _refuse(found)
     return Translated(messages=neutral, keys=tuple(loose_key(m) for m in neutral), rules=EVERY_RULE)

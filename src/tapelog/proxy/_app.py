@@ -1,7 +1,9 @@
 """The proxy server: a Starlette app between clients and one upstream.
 
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
-completions), ``POST /v1/messages`` (Anthropic Messages), each also under
+completions), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1/responses``
+and ``/responses`` (the OpenAI Responses API, to an OpenAI-family upstream;
+``_responses_in``), each also under
 ``/s/<session-id>/`` to name the session explicitly, and ``GET /health``.
 Per request, with the client's credentials as the request's own secrets
 (``_upstream.client_secrets``, ``tapelog.log.secret_scope``: redacted from
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import replace
 from typing import Any, Final
 
 import httpx
@@ -38,15 +41,19 @@ from tapelog._errors import (
     SessionLockedError,
     TapelogError,
 )
+from tapelog.audit._api import CacheWatch
 from tapelog.checker._api import check_enabled
-from tapelog.llm._api import usage_prompt_tokens, wire_for
-from tapelog.log import decode, secret_scope
+from tapelog.llm._api import logged_target, usage_prompt_tokens, wire_for
+from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
+from tapelog.proxy._body_prefix import BodyPrefixes
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
-from tapelog.proxy._index import Match, SessionIndex
+from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
+from tapelog.proxy._responses_out import ResponseIds, ResponsesAnswer
+from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
 from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
@@ -55,7 +62,7 @@ from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
 from tapelog.store import SessionStore
 from tapelog.store._api import validate_session_id
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_HEADER", "Proxy"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SESSION_ANSWER_HEADER", "SESSION_HEADER", "Proxy"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """The largest client body the proxy reads (64 MiB); a larger one is a 413."""
@@ -63,19 +70,18 @@ DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 SESSION_HEADER: Final = "x-tapelog-session"
 """The request header that names the session explicitly (never forwarded)."""
 
+SESSION_ANSWER_HEADER: Final = "X-Tapelog-Session"
+"""The answer header naming the session a request was logged in: on every
+answer (streamed or not, upstream errors and the proxy's own too) once the
+request has a session, so a client can find its log."""
+
 _ROUTES: Final[dict[str, Family]] = {
     "/v1/chat/completions": "openai",
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
+    "/v1/responses": "responses",
+    "/responses": "responses",
 }
-
-
-class _Assigned:
-    """Where a request went: its state (lock held), how it was found, and
-    the session it forked from."""
-
-    def __init__(self, state: SessionState, how: str, parent: str | None = None) -> None:
-        self.state, self.how, self.parent = state, how, parent
 
 
 class Proxy:
@@ -87,7 +93,10 @@ class Proxy:
     ``TAPELOG_CHECK`` is off); ``on_request`` gets a :class:`RequestSummary`
     per request; ``scan_limit`` is how many stored proxy sessions are indexed
     at start (:meth:`start`); ``check_host`` and ``allowed_origins`` are the
-    ``_guard`` rules (off with ``--allow-remote``; ``--allow-origin``).
+    ``_guard`` rules (off with ``--allow-remote``; ``--allow-origin``);
+    ``watch_cache`` runs the cache audit as each turn ends and puts its line
+    in the summary of a request whose cacheable prefix broke
+    (:attr:`RequestSummary.cache_break`).
     """
 
     def __init__(
@@ -101,8 +110,10 @@ class Proxy:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         scan_limit: int = 100,
         max_open: int = 64,
+        lock_wait: float = DEFAULT_LOCK_WAIT,
         check_host: bool = True,
         allowed_origins: Iterable[str] = (),
+        watch_cache: bool = False,
     ) -> None:
         self.upstream = upstream
         self.store = store
@@ -110,14 +121,19 @@ class Proxy:
         # Long reads: a reasoning model can think for minutes before the next event.
         self.http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0))
         self.translator = Translator(upstream)
+        self.prefixes = BodyPrefixes()
         self.index = SessionIndex()
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
+        self.router = Router(self.sessions, lock_wait=lock_wait)
         self.on_request = on_request
         self.max_body_bytes = max_body_bytes
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
-        self._explicit = asyncio.Lock()
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
+        self.response_ids = ResponseIds()
+        self.watch_cache = watch_cache
+        self._watches: dict[str, CacheWatch] = {}
+        self._max_watches = 2 * max_open
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
@@ -133,13 +149,18 @@ class Proxy:
         self.app = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
 
     async def start(self) -> int:
-        """Index the newest stored proxy sessions (once; later calls wait for
-        the first); how many were read."""
+        """Read the store's conversation index (once; later calls wait for the
+        first), rebuilding it from the newest ``scan_limit`` stored proxy
+        sessions when the store has none; how many sessions it knows."""
         if self._started is None:
-            self._started = asyncio.ensure_future(
-                asyncio.to_thread(self.sessions.scan, self.scan_limit)
-            )
+            self._started = asyncio.ensure_future(self._read_index())
         return await self._started
+
+    async def _read_index(self) -> int:
+        if not await self.sessions.refresh() and self.scan_limit:
+            await asyncio.to_thread(self.sessions.rebuild, self.scan_limit)
+            await self.sessions.refresh()
+        return len(self.index)
 
     async def aclose(self) -> None:
         """Close every open session's writer and the HTTP client the proxy made
@@ -175,12 +196,21 @@ class Proxy:
         if self.on_request is not None:
             self.on_request(summary)
 
-    def _refuse(self, family: Family, exc: ProxyError, session: str | None = None) -> Response:
+    def _refuse(
+        self, family: Family, exc: ProxyError, session: str | None = None, *, named: bool = False
+    ) -> Response:
+        """The error answer to a request refused before it was sent; ``named``:
+        ``session`` is the request's session, named in the answer's header."""
         self._report(
             RequestSummary(session_id=session, turn=None, status=exc.status, error=str(exc))
         )
         body = error_body(family, exc.status, str(exc), exc.kind)
-        return Response(body, status_code=exc.status, media_type="application/json")
+        return Response(
+            body,
+            status_code=exc.status,
+            media_type="application/json",
+            headers=_named(session if named else None),
+        )
 
     async def _read(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -196,25 +226,31 @@ class Proxy:
         return b"".join(parts)
 
     def _understand(
-        self, family: Family, raw: bytes
+        self, family: Family, raw: bytes, request: Request | None = None
     ) -> tuple[ClientRequest, Messages, list[bytes]]:
-        """Decode, translate and check a body (one pass over its messages, the
-        garbage collector paused: this allocates an object per JSON value);
-        the request, its messages and their prefix chain."""
+        """Decode, translate and check a body (one pass over its new messages,
+        the garbage collector paused: this allocates an object per JSON value);
+        the request, its messages and their prefix chain. A body that extends
+        a recent one is parsed from where that one's messages end
+        (``_body_prefix``)."""
         with paused_gc():
             try:
-                body = decode(raw)
+                decoded = self.prefixes.decode(raw)  # only what is new, when it extends
             except JsonValueError as exc:
                 raise ProxyError(f"the request body is {exc.problem}") from None
+            body = decoded.body
             if not isinstance(body, dict):
                 raise ProxyError("the request body must be a JSON object")
-            if nested_too_deeply(body):
+            if nested_too_deeply(decoded.fresh):  # what was not checked before
                 raise ProxyError(
                     f"the request body is nested more than {MAX_BODY_DEPTH} levels deep; "
                     "the log does not hold values that deep"
                 )
-            parsed = self.translator.parse(family, body)
-            messages = self.translator.messages(parsed)
+            headers, query = (
+                (request.headers, request.url.query) if request is not None else ({}, "")
+            )
+            parsed = self.translator.parse(family, body, headers, query)
+            messages = self.translator.messages(parsed, extends=decoded.extends)
             problem = unanswered_calls(
                 messages.neutral,
                 lambda i: messages.where(i, parsed.offset),
@@ -223,6 +259,7 @@ class Proxy:
             if problem is not None:
                 raise ProxyError(problem)
             self.translator.remember(messages)
+            self.prefixes.remember(raw, decoded, messages)
             header = self.translator.header(parsed, messages.rules, None)
             self.translator.check_header(parsed, header)
             return parsed, messages, messages.chain
@@ -235,7 +272,14 @@ class Proxy:
         try:
             self.guard.check(request.headers)
             await self.start()
-            if family != self.upstream.family:
+            if family == "responses" and not self.upstream.serves(family):
+                raise ProxyError(
+                    f"this proxy forwards to {self.upstream.provider}, which has no Responses "
+                    "API (/v1/responses); use its chat completions API, or start a proxy for "
+                    "an upstream that has it (openai)",
+                    status=404,
+                )
+            if not self.upstream.serves(family):
                 api = (
                     "Anthropic Messages"
                     if self.upstream.family == "anthropic"
@@ -248,12 +292,12 @@ class Proxy:
             if explicit is not None:
                 validate_session_id(explicit)
             raw = await self._read(request)
-            parsed, messages, chain = self._understand(family, raw)
-            assigned = await self._assign(explicit, messages, chain)
+            parsed, messages, chain = self._understand(family, raw, request)
+            assigned = await self.router.assign(explicit, messages.keys, chain)
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
-            return self._refuse(family, ProxyError(str(exc), status=409), explicit)
+            return self._refuse(family, ProxyError(str(exc), status=409), explicit, named=True)
         except ProxyError as exc:
             return self._refuse(family, exc, explicit)
         except TapelogError as exc:  # the store: a damaged or unreadable session, ...
@@ -265,59 +309,30 @@ class Proxy:
                 state.session.history(), messages.neutral, self.translator.same(header)
             )
         except TapelogError as exc:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
-            return self._refuse(family, error, assigned.state.id)
+            return self._refuse(family, error, assigned.state.id, named=True)
         except BaseException:
-            assigned.state.lock.release()
+            self.sessions.let_go(assigned.state)
             raise
         return await self._send(request, parsed, messages, assigned, header, plan)
-
-    async def _assign(
-        self, explicit: str | None, messages: Messages, chain: list[bytes]
-    ) -> _Assigned:
-        """The session of a request, its lock held (see ``_index``)."""
-        sessions = self.sessions
-        if explicit is not None:
-            async with self._explicit:  # one opener per id at a time
-                state = sessions.get(explicit)
-                if state is None:
-                    exists = await asyncio.to_thread(self.store.exists, explicit)
-                    opener = sessions.open if exists else sessions.create
-                    state = await opener(explicit)
-            await state.lock.acquire()
-            return _Assigned(state, "explicit")
-        for _ in range(16):
-            match: Match = self.index.match(chain, messages.keys, sessions.busy)
-            if match.kind in ("extend", "edit"):
-                assert match.point is not None
-                state = await sessions.open(match.point.session_id)
-                if state.lock.locked():  # taken while it was being opened: match again
-                    continue
-                await state.lock.acquire()
-                return _Assigned(state, match.kind)
-            if match.kind == "fork":
-                assert match.point is not None
-                state = await sessions.fork(match.point)
-                await state.lock.acquire()
-                return _Assigned(state, "fork", match.point.session_id)
-            state = await sessions.create()
-            await state.lock.acquire()
-            return _Assigned(state, "new")
-        raise ProxyError("the proxy is busy with this conversation; retry", status=409)
 
     async def _send(
         self,
         request: Request,
         parsed: ClientRequest,
         messages: Messages,
-        assigned: _Assigned,
+        assigned: Assigned,
         header: EpochHeader,
         plan: Plan,
     ) -> Response:
         state = assigned.state
         exchange = Exchange(state, header)
         exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
+        previous = self.response_ids.previous(parsed.extras)
+        if previous is not None:
+            exchange.notes["previous_response"] = previous[0]
+            exchange.changes.append(previous[1])
         try:
             _, body = exchange.log_request(
                 plan, messages.neutral, wire_for(header.config), state.cache
@@ -330,18 +345,23 @@ class Proxy:
                 exchange.abandon(error_of(exc, self.upstream.provider))
             await self._done(exchange, True, status=500)
             message = error_of(exc, self.upstream.provider)["message"]
-            return self._fail(parsed.family, 500, f"the proxy could not log the request: {message}")
-        headers = upstream_headers(request.headers, self.upstream.family)
+            said = f"the proxy could not log the request: {message}"
+            return self._fail(parsed.family, 500, said, state.id)
+        url, headers = logged_target(
+            header.config,
+            self.upstream.endpoint(parsed.family),
+            upstream_headers(request.headers, self.upstream.family),
+        )
         try:
             response = await self.http.send(
-                self.http.build_request("POST", self.upstream.url, content=body, headers=headers),
+                self.http.build_request("POST", url, content=body, headers=headers),
                 stream=True,
             )
         except httpx.HTTPError as exc:
             exchange.finish(error=error_of(exc, self.upstream.provider))
             await self._done(exchange, False, status=502)
             message = error_of(exc, self.upstream.provider)["message"]
-            return self._fail(parsed.family, 502, message)
+            return self._fail(parsed.family, 502, message, state.id)
         if not 200 <= response.status_code < 300:
             text = await response.aread()
             await response.aclose()
@@ -352,12 +372,11 @@ class Proxy:
             }
             exchange.finish(error=error)
             await self._done(exchange, False, status=response.status_code)
-            return Response(
-                text, status_code=response.status_code, headers=passed_headers(response.headers)
-            )
+            head = {**passed_headers(response.headers), **_named(state.id)}
+            return Response(text, status_code=response.status_code, headers=head)
         answer = None
         if not parsed.stream:
-            answer = AnthropicAnswer() if parsed.family == "anthropic" else OpenAIAnswer()
+            answer = _answer(parsed.family)
         relay = Relay(
             response=response,
             exchange=exchange,
@@ -367,53 +386,88 @@ class Proxy:
             done=self._done,
         )
         if parsed.stream:
-            return RelayResponse(
-                relay, status_code=response.status_code, headers=passed_headers(response.headers)
-            )
+            head = {**passed_headers(response.headers), **_named(state.id)}
+            return RelayResponse(relay, status_code=response.status_code, headers=head)
         async for _ in relay.pieces():
             pass
         if relay.error is not None or answer is None:
             message = relay.error["message"] if relay.error else "no answer"
-            return self._fail(parsed.family, 502, f"{self.upstream.provider}: {message}")
+            said = f"{self.upstream.provider}: {message}"
+            return self._fail(parsed.family, 502, said, state.id)
         head = {
             k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
         }
+        head.update(_named(state.id))
         return Response(answer.body(), media_type="application/json", headers=head)
 
-    def _fail(self, family: Family, status: int, message: str) -> Response:
+    def _fail(
+        self, family: Family, status: int, message: str, session: str | None = None
+    ) -> Response:
         body = error_body(family, status, message)
-        return Response(body, status_code=status, media_type="application/json")
+        return Response(
+            body, status_code=status, media_type="application/json", headers=_named(session)
+        )
 
     def _changes(
-        self, assigned: _Assigned, plan: Plan, messages: Messages, offset: int
+        self, assigned: Assigned, plan: Plan, messages: Messages, offset: int
     ) -> list[str]:
         changes: list[str] = []
         if assigned.how == "new":
             changes.append("new session")
         elif assigned.how == "fork":
             changes.append(f"forked from {assigned.parent}")
-        if plan.changed is not None:
+        elif assigned.how == "retry":
+            changes.append("the last request again: its earlier answer replaced")
+        if plan.changed is not None and assigned.how != "retry":
             changes.append(f"client changed {messages.where(plan.changed, offset)}")
         return changes
 
     async def _done(self, exchange: Exchange, aborted: bool, status: int = 200) -> None:
-        """A turn ended: index its point, make it durable, release the session, report.
+        """A turn ended: make it durable, record its point in the store's index,
+        release the session (its writer closed: any replica may take the next
+        request), report. The client gets the answer's end only after this.
 
-        The lock is released and the line reported even if the wait for the
-        flush is cancelled (the client left): the flush itself still completes.
+        The lock is released and the line reported even if the wait is
+        cancelled (the client left): the flush and the release still complete.
+        A failed flush keeps the session open, its events buffered for the next.
         """
         state = exchange.state
         summary = self._summary(exchange, status)
+        self.response_ids.note(exchange.notes.get("response_id"), state.id, exchange.turn)
+        point = self.sessions.point_of(state)
+
+        def release() -> None:
+            state.writer.flush()
+            self.sessions.release(state, point)
+
+        if self.watch_cache:
+            summary = replace(summary, cache_break=self._cache_break(state))
         try:
-            self.sessions.note_end(state)
             if aborted:
-                state.writer.flush()  # no await a second cancellation could cut short
+                release()  # no await a second cancellation could cut short
             else:
-                await asyncio.shield(asyncio.to_thread(state.writer.flush))
+                await asyncio.shield(asyncio.to_thread(release))
         finally:
+            self.sessions.settle(state)
             if state.lock.locked():
                 state.lock.release()
             self._report(summary)
+
+    def _cache_break(self, state: SessionState) -> str | None:
+        """The cache audit's line for the request that just ended, if its
+        prefix broke (the session's lock is held: no step is open)."""
+        watch = self._watches.pop(state.id, None)
+        if watch is None or watch.session is not state.session:
+            watch = CacheWatch(state.session)
+        self._watches[state.id] = watch  # newest last
+        while len(self._watches) > self._max_watches:
+            del self._watches[next(iter(self._watches))]
+        try:
+            breaks = watch.breaks()
+        except Exception as exc:  # the audit must never cost the client its answer
+            self._watches.pop(state.id, None)
+            return f"cache audit of {state.id} failed: {exc}"
+        return breaks[-1].line() if breaks else None
 
     def _summary(self, exchange: Exchange, status: int) -> RequestSummary:
         changes = [*exchange.changes, *header_changes(exchange.before, exchange.header_event)]
@@ -432,6 +486,18 @@ class Proxy:
             changes=tuple(changes),
             error=error,
         )
+
+
+def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:
+    """What assembles a non-streaming client's answer from the stream."""
+    if family == "responses":
+        return ResponsesAnswer()
+    return AnthropicAnswer() if family == "anthropic" else OpenAIAnswer()
+
+
+def _named(session: str | None) -> dict[str, str]:
+    """The answer header that names the request's session (none before it has one)."""
+    return {SESSION_ANSWER_HEADER: session} if session is not None else {}
 
 
 def _excerpt(data: bytes) -> str:

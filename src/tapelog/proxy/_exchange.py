@@ -12,7 +12,9 @@ it, numbered 1 (as the loop numbers its first step)::
     step/start                     <- the reconstruction boundary
     request/header | request/header-delta   (HeaderRecorder, only on change)
     assistant/chunk ...            (every piece the upstream streamed)
-    assistant/message              (assembled; empty and interrupted on failure)
+    assistant/message              (assembled; empty and interrupted on failure;
+                                    the other choices of an n > 1 request as
+                                    ``alternatives``)
     tool/call ...                  (one per call of the answer, in the model's order)
     step/end
     turn/end {"kind": completed | tool_calls | max_tokens | error | aborted}
@@ -36,7 +38,7 @@ from typing import Any
 
 from tapelog._errors import ProxyError
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import BodyCache, WireFormat, assemble_message
+from tapelog.llm._api import BodyCache, WireFormat, assemble_alternatives, assemble_message
 from tapelog.log._api import EpochHeader, Event, FrozenDict, History
 from tapelog.proxy._sessions import SessionState
 from tapelog.request import build_request
@@ -145,6 +147,9 @@ class Exchange:
         """What else changed since the session's previous request (for the summary)."""
         self.reason: Mapping[str, Any] | None = None
         """How the turn ended (the logged ``turn/end`` reason), once it has."""
+        self.notes: dict[str, Any] = {}
+        """Other members of the ``turn/end`` reason: what the provider keeps of
+        this turn (the Responses API's ``response_id``, ``previous_response``)."""
 
     # --- before the send ------------------------------------------------------
 
@@ -211,17 +216,28 @@ class Exchange:
                 "content": block["content"],
                 "is_error": block["is_error"],
             }
-            return session.append("tool/result", data, surface_op=op)
-        if role == "assistant":
+            for key in ("extra", "omit"):
+                if key in block:
+                    data[key] = block[key]
+            etype = "tool/result"
+        elif role == "assistant":
             data = {
                 "turn": self.turn,
                 "step": STEP,
                 "content": content,
                 "source": {**self.source, **_CLIENT_SOURCE},
             }
-            return session.append("assistant/message", data, surface_op=op)
-        data = {"content": content, "source": _CLIENT_SOURCE}
-        return session.append("user/message", data, surface_op=op)
+            etype = "assistant/message"
+        else:
+            data = {"content": content, "source": _CLIENT_SOURCE}
+            if role != "user":  # a developer or system message in the history
+                data["role"] = role
+            etype = "user/message"
+        if message.get("content_string"):
+            data["content_string"] = True
+        if "fields" in message:
+            data["fields"] = message["fields"]
+        return session.append(etype, data, surface_op=op)
 
     def abandon(self, error: dict[str, Any]) -> None:
         """End a turn that failed before its ``step/start`` (nothing was sent)."""
@@ -268,6 +284,9 @@ class Exchange:
             data["usage"] = assembled.usage
         if not ok:
             data["interrupted"] = True
+        alternatives = assemble_alternatives(self.chunks)
+        if alternatives:  # the other choices of an n > 1 request
+            data["alternatives"] = alternatives
         self.message = session.append("assistant/message", data, surface_op="append")
         calls = self._log_calls(data["content"])
         step: dict[str, Any] = {"turn": self.turn, "step": STEP}
@@ -289,6 +308,7 @@ class Exchange:
             reason = {"kind": "max_tokens"}
         else:
             reason = {"kind": "completed"}
+        reason.update((k, v) for k, v in self.notes.items() if k not in reason)
         end = session.append("turn/end", {"turn": self.turn, "reason": reason})
         self.reason = end.data["reason"]  # as logged: secrets redacted
         return end

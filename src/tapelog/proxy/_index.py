@@ -1,4 +1,4 @@
-"""Which session a request continues: the in-memory index of conversation points.
+"""Which session a request continues: the index of conversation points.
 
 Every time a proxied turn ends, its session's history (the projected messages,
 what the next request of that conversation must start with) is recorded as a
@@ -13,16 +13,30 @@ and decides, in this order:
    last wins; when all of them are busy answering another request, the
    request is a **fork** of one of them at that point, so two requests in
    flight never share a session;
-2. **edit**: the request holds, at the same position, the last answer of a
-   session that ended with an assistant message: the conversation continues,
-   but the client changed something before it (a rewritten message, an
-   injected timestamp). The changes become a logged replace;
-3. **fork**: the longest prefix of the request that is an earlier point of a
+2. **retry**: the request is a session's end without its last answer, and the
+   session is idle: the client sent its last request again (its answer was
+   lost on the way: a replica died after logging it, a timeout). The
+   conversation continues in that session; the old answer is replaced (a
+   logged replace) rather than forked off, so a retry on another replica
+   stays in the one session. An identical resend to get another answer looks
+   the same on the wire and is logged the same way. Not for a session's
+   first exchange: two clients that open with the same message (a "hello")
+   are new sessions, as before;
+3. **edit**: the request holds, at the same position, the last answer of a
+   session that ended with an assistant message (or one of that answer's
+   other choices, ``n`` > 1): the conversation continues, but the client
+   changed something before it (a rewritten message, an injected timestamp,
+   the choice it kept). The changes become a logged replace;
+4. **fork**: the longest prefix of the request that is an earlier point of a
    session (a regenerated answer, a branch): a new session seeded with the
    log up to that point's ``turn/end``;
-4. **new**: a new session.
+5. **new**: a new session.
 
-Matching costs one dictionary lookup per message of the request. Points are
+The points come from the store (``tapelog.store._points``): a replica records
+each turn's point there and folds every record it has not seen into this
+index before it matches a request (``_sessions``), so every replica on one
+store knows every conversation. Matching costs one dictionary lookup per
+message of the request. Points are
 kept per turn (not per message), so a request that branches off in the
 middle of a turn (before its answer) matches the point before that turn.
 """
@@ -32,6 +46,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from tapelog.store._api import PointRecord
 
 __all__ = ["Match", "Point", "SessionIndex"]
 
@@ -48,9 +64,9 @@ class Point:
 @dataclass(frozen=True, slots=True)
 class Match:
     """What :meth:`SessionIndex.match` decided; ``point`` is the session's end
-    (extend, edit) or where to fork (fork); both ``None`` for a new session."""
+    (extend, retry, edit) or where to fork (fork); both ``None`` for a new session."""
 
-    kind: Literal["extend", "edit", "fork", "new"]
+    kind: Literal["extend", "retry", "edit", "fork", "new"]
     point: Point | None = None
 
 
@@ -59,8 +75,11 @@ class SessionIndex:
 
     def __init__(self) -> None:
         self._points: dict[bytes, dict[str, Point]] = {}
-        self._ends: dict[str, tuple[Point, bytes | None]] = {}  # end and its anchor key
+        # each session's end, its anchor keys (the answer's, its other choices')
+        # and its retry digest
+        self._ends: dict[str, tuple[Point, tuple[bytes, ...], bytes | None]] = {}
         self._anchors: dict[tuple[bytes, int], dict[str, None]] = {}
+        self._retries: dict[tuple[bytes, int], dict[str, None]] = {}
         self._digests: dict[str, list[bytes]] = {}  # what to forget with a session
         self._active: dict[str, int] = {}
         self._tick = 0
@@ -73,34 +92,38 @@ class SessionIndex:
         found = self._ends.get(session_id)
         return found[0] if found is not None else None
 
-    def record(
-        self, session_id: str, chain: Sequence[bytes], seq: int, *, anchor: bytes | None
-    ) -> None:
-        """A turn of ``session_id`` ended at ``seq`` with the history ``chain``
-        names; ``anchor`` is the loose key of its last message when that is an
-        assistant message (what an edited continuation still holds)."""
+    def apply(self, record: PointRecord) -> None:
+        """A turn of ``record.session_id`` ended at ``record.seq`` with a history of
+        ``record.length`` messages whose chain ends with ``record.digest``;
+        ``record.anchor`` is the loose key of its last message when that is an
+        assistant message (what an edited continuation still holds), and
+        ``record.alternatives`` the keys of that answer's other choices. Records are
+        applied in the store's order, so every replica's index agrees."""
+        session_id = record.session_id
         self._tick += 1
         self._active[session_id] = self._tick
         old = self._ends.pop(session_id, None)
-        if old is not None and old[1] is not None:
-            holders = self._anchors.get((old[1], old[0].length))
-            if holders is not None:
-                holders.pop(session_id, None)
-                if not holders:
-                    del self._anchors[(old[1], old[0].length)]
-        if not chain:
+        if old is not None:
+            point, anchors, retry = old
+            for anchor in anchors:
+                _drop(self._anchors, anchor, point.length, session_id)
+            _drop(self._retries, retry, point.length - 1, session_id)
+        if not record.length:
             return
-        point = Point(session_id, len(chain), seq)
-        digest = chain[-1]
+        point = Point(session_id, record.length, record.seq)
+        digest = record.digest
         self._points.setdefault(digest, {})[session_id] = point
         self._digests.setdefault(session_id, []).append(digest)
-        self._ends[session_id] = (point, anchor)
-        if anchor is not None:
-            self._anchors.setdefault((anchor, point.length), {})[session_id] = None
+        anchors = (record.anchor, *record.alternatives) if record.anchor is not None else ()
+        self._ends[session_id] = (point, anchors, record.retry)
+        for key in anchors:
+            self._anchors.setdefault((key, point.length), {})[session_id] = None
+        if record.retry is not None:
+            self._retries.setdefault((record.retry, point.length - 1), {})[session_id] = None
 
     def forget(self, session_id: str) -> None:
         """Drop every point of ``session_id`` (a session that can no longer be written)."""
-        self.record(session_id, (), -1, anchor=None)
+        self.apply(PointRecord(session_id, b"", 0, -1))
         for digest in self._digests.pop(session_id, ()):
             holders = self._points.get(digest)
             if holders is not None:
@@ -128,6 +151,11 @@ class SessionIndex:
                 return Match("fork" if busy(best.session_id) else "extend", best)
             fork = max(points.values(), key=lambda p: (self._recent(p.session_id), p.seq))
             break
+        if chain:
+            holders = self._retries.get((chain[-1], len(chain)))
+            free = [sid for sid in holders or () if not busy(sid)]
+            if free:
+                return Match("retry", self._ends[max(free, key=self._recent)][0])
         for m in range(len(keys), 0, -1):
             holders = self._anchors.get((keys[m - 1], m))
             if holders:
@@ -138,3 +166,16 @@ class SessionIndex:
         if fork is not None:
             return Match("fork", fork)
         return Match("new")
+
+
+def _drop(
+    table: dict[tuple[bytes, int], dict[str, None]], key: bytes | None, length: int, sid: str
+) -> None:
+    """Remove ``sid`` from ``table[(key, length)]`` (the entry too, once empty)."""
+    if key is None:
+        return
+    holders = table.get((key, length))
+    if holders is not None:
+        holders.pop(sid, None)
+        if not holders:
+            del table[(key, length)]

@@ -64,9 +64,29 @@ def _content(content: Any) -> Any:
             parts.append(
                 ["result", block["tool_call_id"], _content(block["content"]), block["is_error"]]
             )
+        elif btype == "item":
+            _item(block["item"], text, parts)
         else:
             parts.append(_sorted(block))
     return ["".join(text), parts]
+
+
+def _item(item: Any, text: list[str], parts: list[Any]) -> None:
+    """A Responses item kept whole (an ``item`` block) keys as the block the log
+    would make of it without its extra fields (``id``, ``status``...): a client
+    that sends back a function call with its ``id`` still continues its session."""
+    kind = item.get("type", "message") if isinstance(item, Mapping) else None
+    if kind == "reasoning":
+        return
+    if kind == "function_call" and isinstance(item.get("arguments"), str):
+        parts.append(["call", item.get("call_id"), item.get("name"), _arguments(item["arguments"])])
+    elif kind == "message" and item.get("role") == "assistant":
+        content = item.get("content")
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                text.append(part["text"].strip())
+    else:
+        parts.append(_sorted(item))
 
 
 def loose_key(message: Mapping[str, Any]) -> bytes:

@@ -10,10 +10,12 @@ providers parse the same whichever way it is written:
   tool call's input, a response format's schema), compared as their bytes;
 * whitespace between JSON tokens (the normal form is built from decoded JSON);
 * ``null`` values and absent keys (a provider reads both as "not given");
-* a message's content as the string ``"x"`` or as ``[{"type": "text", "text":
-  "x"}]``, and empty content (``""``, ``[]``, ``null``) as no content;
-* on the Anthropic wire, ``cache_control`` markers (they decide what the
-  provider caches, not what the model reads) and ``"is_error": false``.
+* on the chat completions wire, a message's content as the string ``"x"`` or
+  as ``[{"type": "text", "text": "x"}]``, and empty content (``""``, ``[]``,
+  ``null``) as no content.
+
+The Anthropic side is stricter (``_anthropic_in``): it carries every field,
+so its messages are compared with nothing dropped but ``null`` members.
 
 Top-level fields are normalised by the family modules (``stream`` and
 ``stream_options`` are the proxy's own, a token limit has two spellings). Then

@@ -1,22 +1,33 @@
 """An OpenAI chat completions request body -> the log's terms, and its normal form.
 
-``messages[0]`` with role ``system`` is the system prompt (one string, or one
-text part); the other messages map one to one to neutral messages:
+``messages[0]`` is the system prompt when it is a ``system`` message of one
+text (a string or one text part) and nothing else; every other message maps
+one to one to a neutral message:
 
-* ``user``: a string or text / ``image_url`` parts (a ``data:`` URL becomes a
-  base64 image block; any other URL is kept as the block's ``url``);
+* ``user``, and ``developer`` / ``system`` anywhere (their role kept): a
+  string or parts. A text part is a text block, an ``image_url`` part with
+  only a URL an image block (a ``data:`` URL becomes base64 data); any other
+  part, and one text part sent as a list, is an ``openai_part`` block that
+  keeps it as given;
 * ``assistant``: ``reasoning_content`` (a reasoning block; an empty one on a
   message with tool calls is no block, which is how the OpenAI wire writes a
-  tool-call turn without reasoning), the text, then the tool calls with their
+  tool-call turn without reasoning), the text (content sent as a list of
+  parts: each an ``openai_part``), then the tool calls with their
   ``arguments`` string as sent;
-* ``tool``: a ``tool_result`` block whose content is the string (or the text
-  parts) sent.
+* ``tool``: a ``tool_result`` block whose content is the string sent, or its
+  parts, each an ``openai_part``.
 
+A function tool is a header tool schema (its name, then the function's
+other members); any other tool is kept whole as ``openai_tool``.
+
+Members of a message these do not name (``name``, ``refusal``, ...) are its
+``fields``, in the client's order, and so is the client's spelling of an
+empty ``content`` where the wire would spell it otherwise (docs/format.md).
 Standard fields become ``LlmCallConfig`` fields (``max_tokens`` and
-``max_completion_tokens`` are one field, sent in the spelling of the upstream's
-dialect; a ``stop`` string is a one-item list); ``stream`` and
+``max_completion_tokens`` are one field, its spelling a wire option when it is
+not the upstream dialect's: ``_translate``; a ``stop`` string is a one-item list); ``stream`` and
 ``stream_options`` are the proxy's own (the upstream always streams, with
-usage); every other field goes to ``config.extras`` as given.
+usage); every other field (``n`` included) goes to ``config.extras`` as given.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
-from tapelog.llm._api import OpenAIWire
+from tapelog.llm._api import OpenAIWire, empty_content, no_text
 from tapelog.log._api import FrozenDict, encode_trusted, freeze
 from tapelog.proxy._keys import loose_key
 from tapelog.proxy._normal import Opaque, first_difference, normal, one_text, text_parts
@@ -47,31 +58,59 @@ _MAPPED: Final = frozenset(
     {"model", "messages", "tools", "max_tokens", "max_completion_tokens", "stop", *_OPTIONS}
 )
 _DATA_URL: Final = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+_TEXT_KEYS: Final = {"type": "", "text": ""}.keys()
+_FUNCTION_KEYS: Final = {"type": "", "function": ""}.keys()
+_IMAGE_KEYS: Final = {"type": "", "image_url": ""}.keys()
+_URL_KEYS: Final = {"url": ""}.keys()
+_NO_SPELLING: Final = object()
+_KNOWN: Final[Mapping[str, frozenset[str]]] = {
+    "user": frozenset({"role", "content"}),
+    "developer": frozenset({"role", "content"}),
+    "system": frozenset({"role", "content"}),
+    "assistant": frozenset({"role", "content", "tool_calls", "reasoning_content"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+"""The members of each role's message that the log's blocks hold; any other
+member goes to the message's ``fields``."""
 
 
 def _refuse(message: str) -> ProxyError:
     return ProxyError(message, kind="invalid_request_error")
 
 
-def _system_text(message: Mapping[str, Any]) -> str | None:
+def _leading_system(messages: list[Any]) -> bool:
+    """Whether ``messages[0]`` is the header's system prompt: a ``system``
+    message of one text (a string or one text part) and nothing else. Any
+    other system or developer message is a history message with its role."""
+    first = messages[0]
+    if first.get("role") != "system" or any(
+        v is not None for k, v in first.items() if k not in ("role", "content")
+    ):
+        return False
     try:
-        return one_text(message.get("content"))
+        return one_text(first.get("content")) is not None
     except ValueError:
-        raise _refuse(
-            "messages[0]: a system message is one string (or one text part) in the log; "
-            "join its parts into one text"
-        ) from None
+        return False
 
 
 def _tool(tool: Any, where: str) -> FrozenDict:
-    if not isinstance(tool, Mapping) or tool.get("type") != "function":
-        kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
-        raise _refuse(f"{where}: only function tools can be represented in the log, not {kind!r}")
-    function = tool.get("function")
-    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise _refuse(f"{where}.function must be an object with a string name")
-    schema = {"name": function["name"]}
-    schema.update((k, v) for k, v in function.items() if k != "name" and v is not None)
+    """A header tool: a function tool as its schema (``name`` first, then the
+    function's other members), any other tool (``custom``, a function tool
+    with more members, a type tapelog does not know) as ``openai_tool``, the
+    tool as given, under the name it has."""
+    if not isinstance(tool, Mapping):
+        raise _refuse(f"{where} must be an object, not {type(tool).__name__}")
+    kind = tool.get("type")
+    inner = tool.get(kind) if isinstance(kind, str) else None
+    name = inner.get("name") if isinstance(inner, Mapping) else tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise _refuse(f"{where} must name the tool (a string {kind}.name)")
+    if kind != "function" or tool.keys() != _FUNCTION_KEYS:
+        frozen_tool: FrozenDict = freeze({"name": name, "openai_tool": tool}, path=where)
+        return frozen_tool
+    assert isinstance(inner, Mapping)
+    schema = {"name": name}
+    schema.update((k, v) for k, v in inner.items() if k != "name" and v is not None)
     frozen: FrozenDict = freeze(schema, path=where)
     return frozen
 
@@ -98,9 +137,6 @@ def _options(body: Mapping[str, Any]) -> dict[str, Any]:
         options["stop"] = tuple(stop)
     elif stop is not None:
         raise _refuse("stop must be a string or a list of strings")
-    n = body.get("n")
-    if n is not None and n != 1:
-        raise _refuse(f"n={n!r}: the log holds one answer per request; send n=1 or leave it out")
     return options
 
 
@@ -116,19 +152,13 @@ def parse_openai(body: Mapping[str, Any]) -> ClientRequest:
     # that a request extending a known one is not walked message by message.
     if not is_message(messages[0]):
         raise _refuse(NOT_A_MESSAGE)
-    offset = 1 if messages[0]["role"] == "system" else 0
-    system = _system_text(messages[0]) if offset else None
+    offset = 1 if _leading_system(messages) else 0
+    system = one_text(messages[0].get("content")) if offset else None
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise _refuse("tools must be a list")
-    extras = {k: v for k, v in body.items() if k not in _MAPPED and k not in _OWN and v is not None}
-    if "audio" in extras or "audio" in (extras.get("modalities") or ()):
-        raise _refuse("audio output cannot be represented in the log; ask for text")
-    if extras.get("logprobs") and body.get("stream") is not True:
-        raise _refuse(
-            "logprobs in a non-streamed request: the proxy assembles non-streamed answers "
-            "from the stream without them; stream the request to get logprobs"
-        )
+    # Every other field as given, ``null`` ones too: the upstream gets them as sent.
+    extras = {k: v for k, v in body.items() if k not in _MAPPED and k not in _OWN}
     return ClientRequest(
         family="openai",
         model=model,
@@ -150,7 +180,7 @@ def openai_top(body: Mapping[str, Any]) -> dict[str, Any]:
         if value is None or key in _OWN:
             continue
         if key == "messages":
-            system = [m for m in value[:1] if isinstance(m, Mapping) and m.get("role") == "system"]
+            system = value[:1] if value and _leading_system(value) else []
             out["messages"] = [_form(m) for m in system]
             continue
         if key in ("max_tokens", "max_completion_tokens"):
@@ -193,22 +223,53 @@ def _user_blocks(content: Any, where: str) -> list[dict[str, Any]]:
         raise _refuse(f"{where}.content must be a string or a list of parts")
     blocks: list[dict[str, Any]] = []
     for k, part in enumerate(content):
-        ptype = part.get("type") if isinstance(part, Mapping) else None
-        if ptype == "text" and isinstance(part.get("text"), str):
+        if not isinstance(part, Mapping):
+            raise _refuse(f"{where}.content[{k}] must be an object")
+        ptype = part.get("type")
+        lone = len(content) == 1  # one text part is a list on the wire, not a string
+        if (
+            ptype == "text"
+            and isinstance(part.get("text"), str)
+            and part.keys() == _TEXT_KEYS
+            and not lone
+        ):
             blocks.append({"type": "text", "text": part["text"]})
-        elif ptype == "image_url":
+        elif ptype == "image_url" and _plain_image(part):
             blocks.append(_image(part, f"{where}.content[{k}]"))
         else:
-            raise _refuse(
-                f"{where}.content[{k}]: a {ptype!r} part cannot be represented in the log "
-                "(text and image_url parts can)"
-            )
+            # Any other part (input_audio, file, an image with a detail, a part
+            # with more members, a type this module does not know) is carried
+            # as given.
+            blocks.append({"type": "openai_part", "part": part})
     return blocks
 
 
+def _plain_image(part: Mapping[str, Any]) -> bool:
+    """An ``image_url`` part that the log's ``image`` block reproduces exactly."""
+    image = part.get("image_url")
+    return (
+        part.keys() == _IMAGE_KEYS
+        and isinstance(image, Mapping)
+        and image.keys() == _URL_KEYS
+        and isinstance(image.get("url"), str)
+    )
+
+
+def _fields(
+    message: Mapping[str, Any], known: frozenset[str], empty: Any = _NO_SPELLING
+) -> dict[str, Any]:
+    """The members of a client message the log's blocks do not name, in the
+    client's order (``null`` ones too: the upstream gets them as sent), and,
+    for a message without text whose ``content`` is not spelled ``empty`` (the
+    wire's default), the client's spelling of it (``null``, ``""``, ``[]``)."""
+    return {
+        k: v
+        for k, v in message.items()
+        if k not in known or (k == "content" and empty is not _NO_SPELLING and v != empty)
+    }
+
+
 def _assistant_blocks(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
-    if message.get("refusal") is not None:
-        raise _refuse(f"{where}.refusal cannot be sent back through the log; send it as content")
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise _refuse(f"{where}.tool_calls must be a list")
@@ -216,7 +277,11 @@ def _assistant_blocks(message: Mapping[str, Any], where: str) -> list[dict[str, 
     reasoning = message.get("reasoning_content")
     if isinstance(reasoning, str) and (reasoning or not calls):
         blocks.append({"type": "reasoning", "text": reasoning})
-    blocks.extend(_user_blocks(message.get("content") or "", where))
+    content = message.get("content")
+    if isinstance(content, list):  # a list of parts goes back as that list
+        blocks.extend({"type": "openai_part", "part": p} for p in content)
+    else:
+        blocks.extend(_user_blocks(content or "", where))
     for k, call in enumerate(calls):
         function = call.get("function") if isinstance(call, Mapping) else None
         if (
@@ -237,7 +302,7 @@ def _assistant_blocks(message: Mapping[str, Any], where: str) -> list[dict[str, 
                 "arguments": function["arguments"],
             }
         )
-    if not blocks:
+    if not blocks and not _fields(message, _KNOWN["assistant"]):
         raise _refuse(
             f"{where}: an assistant message with no content cannot be represented in the log "
             "(it would not be sent); leave it out"
@@ -247,24 +312,31 @@ def _assistant_blocks(message: Mapping[str, Any], where: str) -> list[dict[str, 
 
 def _neutral(message: Mapping[str, Any], where: str) -> dict[str, Any]:
     role = message["role"]
-    if role == "user":
-        return {"role": "user", "content": _user_blocks(message.get("content"), where)}
+    known = _KNOWN.get(role)
+    if known is None:
+        raise _refuse(f"{where}: messages with role {role!r} cannot be represented in the log")
+    out: dict[str, Any]
     if role == "assistant":
-        return {"role": "assistant", "content": _assistant_blocks(message, where)}
-    if role == "tool":
+        out = {"role": "assistant", "content": _assistant_blocks(message, where)}
+    elif role == "tool":
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str):
             raise _refuse(f"{where}.tool_call_id must be a string")
         content = message.get("content")
-        result = content if isinstance(content, str) else _user_blocks(content, where)
+        result: Any = content
+        if isinstance(content, list):  # parts go back as those parts
+            result = [{"type": "openai_part", "part": p} for p in content]
+        elif not isinstance(content, str):
+            raise _refuse(f"{where}.content must be a string or a list of parts")
         block = {"type": "tool_result", "tool_call_id": call_id, "content": result}
-        return {"role": "tool", "content": [{**block, "is_error": False}]}
-    if role in ("system", "developer"):
-        raise _refuse(
-            f"{where}: a {role} message after the first message cannot be represented in the "
-            "log (its system prompt is one text before the conversation)"
-        )
-    raise _refuse(f"{where}: messages with role {role!r} cannot be represented in the log")
+        out = {"role": "tool", "content": [{**block, "is_error": False}]}
+    else:  # user, and developer / system anywhere in the history
+        out = {"role": role, "content": _user_blocks(message.get("content"), where)}
+    spelled = empty_content(out) if role != "tool" and no_text(out) else _NO_SPELLING
+    fields = _fields(message, known, spelled)
+    if fields:
+        out["fields"] = fields
+    return out
 
 
 def translate_openai(message: Any, where: str, *, dialect: str) -> Translated:

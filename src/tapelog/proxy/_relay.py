@@ -28,11 +28,17 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tapelog._errors import ProviderError
-from tapelog.llm._api import AnthropicStreamParser, OpenAIStreamParser, SecretGuard
+from tapelog.llm._api import (
+    AnthropicStreamParser,
+    OpenAIStreamParser,
+    ResponsesStreamParser,
+    SecretGuard,
+)
 from tapelog.log import redact, secret_scope
 from tapelog.log._api import FrozenDict, has_secrets, scoped_secrets
 from tapelog.proxy._answers import error_body
 from tapelog.proxy._exchange import Exchange
+from tapelog.proxy._responses_out import note_response_id, responses_error_event
 from tapelog.proxy._types import Family
 from tapelog.proxy._upstream import SseDecoder
 
@@ -72,6 +78,8 @@ def stream_error_event(family: Family, message: str) -> bytes:
     """The event that ends a broken stream as the client's API ends one with an
     error: OpenAI sends ``data: {"error": {...}}``, Anthropic ``event: error``;
     each SDK raises when it reads it."""
+    if family == "responses":
+        return responses_error_event(f"tapelog proxy: {message}")
     body = error_body(family, 502, f"tapelog proxy: {message}")
     head = b"event: error\n" if family == "anthropic" else b""
     return head + b"data: " + body + b"\n\n"
@@ -111,11 +119,13 @@ class Relay:
         self.answer = answer
         self._done = done
         self._decoder = SseDecoder()
-        parser: _Parser = (
-            AnthropicStreamParser(provider)
-            if family == "anthropic"
-            else OpenAIStreamParser(provider)
-        )
+        parser: _Parser
+        if family == "anthropic":
+            parser = AnthropicStreamParser(provider)
+        elif family == "responses":
+            parser = ResponsesStreamParser(provider)
+        else:
+            parser = OpenAIStreamParser(provider)
         self._parser: _Parser | None = parser
         self.family = family
         self._guard = SecretGuard(active=has_secrets())
@@ -130,6 +140,8 @@ class Relay:
         for event in events:
             if self.answer is not None:
                 self.answer.feed(event)
+            if event.event == "response.created" and self.family == "responses":
+                note_response_id(self.exchange.notes, event.data)
             parser = self._parser
             if parser is None or parser.done:
                 continue
@@ -193,7 +205,8 @@ class Relay:
             yield stream_error_event(self.family, self.error["message"])
 
     def _truncated(self) -> dict[str, Any]:
-        marker = "message_stop" if self.family == "anthropic" else "[DONE]"
+        markers = {"anthropic": "message_stop", "responses": "response.completed"}
+        marker = markers.get(self.family, "[DONE]")
         return error_of(
             ProviderError(
                 f"The {self.provider} stream ended without {marker}; the partial answer is "

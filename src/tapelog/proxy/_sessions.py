@@ -1,20 +1,24 @@
-"""The proxy's sessions: open, create, fork, and the index rebuilt from the store.
+"""The proxy's sessions: open, create, fork, release, and the index kept in the store.
 
 A :class:`SessionState` is one session the proxy writes: its log, its store
-writer (the store allows one writer per session, so the proxy keeps exactly
-one state per session), the header recorder of this process (its first
-record is the ``initial`` or ``resume`` snapshot), the invariant checker's
-shadow, the wire's per-node byte cache and the session's prefix chain. A
-state's ``lock`` is held for the whole of one request, from matching to the
-answer's last event: that is the per-session lock that keeps two requests
-from ever writing one session at once.
+writer (the store allows one writer per session, across processes and
+machines), the header recorder of this process (its first record is the
+``initial`` or ``resume`` snapshot), the invariant checker's shadow, the
+wire's per-node byte cache and the session's prefix chain. A state's ``lock``
+is held for the whole of one request, from matching to the answer's last
+event, and the store's write lock with it: that is the per-session lock that
+keeps two requests, on this replica or any other, from ever writing one
+session at once. When the turn's end is durable, :meth:`Sessions.release`
+records the session's new point in the store's conversation index and closes
+the writer, so the next request of the conversation may go to any replica.
 
-Sessions the proxy creates by itself are named ``proxy-<time>-<random>``; at
-start :meth:`Sessions.scan` reads the newest of them (at most ``limit``) once,
-records their points in the index and lets the logs go, so a restarted proxy
-continues the same conversations while holding only their digests. A session
-is opened for writing when a request first continues it; at most
-``max_open`` idle sessions stay open (the least recently used is closed).
+The index (``_index``) is the store's (``tapelog.store._points``):
+:meth:`Sessions.refresh` folds every record this replica has not seen yet
+into it, before each match. Sessions the proxy creates by itself are named
+``proxy-<time>-<random>``; when the store has no record at all (sessions
+stored before the index existed, or a JSONL index file deleted),
+:meth:`Sessions.rebuild` reads the newest of them (at most ``limit``) once
+and records their points.
 """
 
 from __future__ import annotations
@@ -29,14 +33,16 @@ from tapelog.llm._api import BodyCache
 from tapelog.log._api import (
     Event,
     HeaderRecorder,
+    History,
     LogFold,
     Session,
     new_session_id,
     repair_interrupted,
 )
 from tapelog.proxy._index import Point, SessionIndex
-from tapelog.proxy._keys import SurfaceChain
+from tapelog.proxy._keys import SurfaceChain, loose_key
 from tapelog.store import SessionStore, SessionWriter
+from tapelog.store._api import PointRecord
 
 __all__ = ["PROXY_PREFIX", "SessionState", "Sessions"]
 
@@ -121,7 +127,11 @@ class Sessions:
         self.check = check
         self.max_open = max_open
         self._open: dict[str, SessionState] = {}
+        self._parked: dict[str, SessionState] = {}  # released by this replica, newest last
         self._claimed: set[str] = set()  # being opened or created right now
+        self.points = store.point_log()
+        self._position = 0  # in the store's point log: what the index holds
+        self._refreshing = asyncio.Lock()
 
     def busy(self, session_id: str) -> bool:
         """Whether a request holds the session (or is opening it) now."""
@@ -143,10 +153,18 @@ class Sessions:
         return state
 
     def _install(self, state: SessionState) -> SessionState:
+        self._parked.pop(state.id, None)
         self._open[state.id] = state
-        self.note_end(state)
         self._evict()
         return state
+
+    def _park(self, state: SessionState) -> None:
+        """Keep a released state (at most ``max_open``), to take up again if no
+        other replica wrote its session meanwhile (``SessionStore.reattach``)."""
+        self._parked.pop(state.id, None)
+        self._parked[state.id] = state
+        while len(self._parked) > self.max_open:
+            del self._parked[next(iter(self._parked))]
 
     def _evict(self) -> None:
         idle = [s for s in self._open.values() if not s.lock.locked() and s.id not in self._claimed]
@@ -166,9 +184,16 @@ class Sessions:
             checker=RequestChecker(session, tool_pairs=False) if self.check else None,
         )
 
-    def _reopen(self, session_id: str) -> SessionState:
+    def _reopen(self, session_id: str, parked: SessionState | None) -> SessionState:
         """Open a stored session for writing; a turn a crash left open is closed
-        by logged repair events first (blocking I/O)."""
+        by logged repair events first (blocking I/O). A state this replica
+        released is taken up again when the store holds exactly what it wrote:
+        the same log, recorder, checker and caches, as if it had stayed open."""
+        if parked is not None:
+            writer = self.store.reattach(parked.writer)
+            if writer is not None:
+                parked.writer = writer
+                return parked
         session, writer = self.store.open(session_id)
         try:
             # The client runs the tool calls: its next request brings their results.
@@ -187,9 +212,10 @@ class Sessions:
         state = self.get(session_id)
         if state is not None:
             return state
+        parked = self._parked.pop(session_id, None)
         self.claim(session_id)
         try:
-            state = await asyncio.to_thread(self._reopen, session_id)
+            state = await asyncio.to_thread(self._reopen, session_id, parked)
         finally:
             self.unclaim(session_id)
         return self._install(state)
@@ -207,9 +233,9 @@ class Sessions:
     async def fork(self, point: Point) -> SessionState:
         """A new stored session seeded with ``point``'s session up to its
         ``turn/end`` (``Session.fork``: the seed ends with ``session/end-seed``)."""
-        parent = self.get(point.session_id)
-        if parent is not None:
-            source = parent.session
+        parent = self.get(point.session_id) or self._parked.get(point.session_id)
+        if parent is not None and len(parent.session) > point.seq:
+            source = parent.session  # events are only appended: its first ones are the store's
         else:
             source = (await asyncio.to_thread(self.store.load, point.session_id)).session
         child = source.fork(point.seq, id=PROXY_PREFIX + new_session_id())
@@ -220,49 +246,78 @@ class Sessions:
             self.unclaim(child.id)
         return self._install(state)
 
-    def note_end(self, state: SessionState) -> None:
-        """Record the session's current history as its end in the index."""
+    async def refresh(self) -> int:
+        """Fold the store's records this replica has not seen into the index; how many."""
+        async with self._refreshing:
+            records, position = await asyncio.to_thread(self.points.read, self._position)
+            for record in records:
+                self.index.apply(record)
+            self._position = position
+            return len(records)
+
+    def point_of(self, state: SessionState) -> PointRecord | None:
+        """The session's current point (``None``: its log has none yet)."""
         events = state.session.events
         end = next((e for e in reversed(events) if e.type in _POINTS), None)
         if end is None:
-            return
+            return None
         history = state.session.history()
-        chain = state.chain.update(history)
-        anchor = None
+        answer = None
         if len(history) and history[len(history) - 1][1]["role"] == "assistant":
-            anchor = state.chain.key_at(history, len(history) - 1)
-        self.index.record(state.id, chain, end.seq, anchor=anchor)
+            answer = state.session.event(history[len(history) - 1][0])
+        return _record(state.id, state.chain, history, end.seq, answer)
 
-    def scan(self, limit: int) -> int:
-        """Record the points of the newest ``limit`` proxy sessions of the store
-        (blocking I/O: run it in a thread); how many were read."""
+    def release(self, state: SessionState, point: PointRecord | None) -> None:
+        """A request's turn ended and was flushed: record ``point`` in the store's
+        index, then close the session's writer (releasing the store's write lock)
+        so any replica may continue it (blocking I/O). A failed record is only
+        a warning: the next request then matches the point before it."""
+        if point is not None:
+            try:
+                self.points.append([point])
+            except Exception as exc:
+                _log.warning("recording the point of session %s failed: %s", state.id, exc)
+        state.writer.close()
+
+    def let_go(self, state: SessionState) -> None:
+        """Release a session a refused request held (nothing of the request was
+        logged): its writer closed, so another replica may take the session,
+        and its lock (blocking I/O, on an error path only)."""
+        try:
+            self.release(state, None)
+        except Exception as exc:  # kept open: the next request flushes or says why not
+            _log.warning("releasing session %s failed: %s", state.id, exc)
+        finally:
+            self.settle(state)
+            if state.lock.locked():
+                state.lock.release()
+
+    def settle(self, state: SessionState) -> None:
+        """After :meth:`release` (in the event loop): a closed state leaves the open
+        ones, kept to take up again if its writer closed with everything stored."""
+        if state.writer.closed and self._open.get(state.id) is state:
+            del self._open[state.id]
+            if state.writer.reattachable:
+                self._park(state)
+
+    def rebuild(self, limit: int) -> int:
+        """Record the points of the newest ``limit`` proxy sessions of the store in
+        its index (blocking I/O: run it in a thread); how many were read. For a
+        store whose index is empty."""
         summaries = [
             s for s in self.store.list() if s.id.startswith(PROXY_PREFIX) and s.error is None
         ]
-        summaries.sort(key=lambda s: s.last_time or s.created or 0, reverse=True)
+        summaries.sort(key=lambda s: s.last_time or s.created or 0)
         read = 0
-        for summary in summaries[:limit]:
+        for summary in summaries[max(0, len(summaries) - limit) :]:  # oldest first
             try:
                 loaded = self.store.load(summary.id)
             except Exception as exc:  # a damaged session is skipped, not fatal
                 _log.warning("skipping session %s: %s", summary.id, exc)
                 continue
-            self._points_of(summary.id, loaded.session.events)
+            self.points.append(_points_of(summary.id, loaded.session.events))
             read += 1
         return read
-
-    def _points_of(self, session_id: str, events: Iterable[Event]) -> None:
-        fold = LogFold()
-        chain = SurfaceChain()
-        for event in events:
-            fold.apply(event)
-            if event.type in _POINTS:
-                history = fold.history()
-                digests = chain.update(history)
-                anchor = None
-                if len(history) and history[len(history) - 1][1]["role"] == "assistant":
-                    anchor = chain.key_at(history, len(history) - 1)
-                self.index.record(session_id, digests, event.seq, anchor=anchor)
 
     def close(self) -> None:
         """Close every open session's writer (flushing what is buffered)."""
@@ -272,3 +327,49 @@ class Sessions:
                 state.writer.close()
             except Exception as exc:
                 _log.warning("closing session %s failed: %s", state.id, exc)
+        self.points.close()
+
+
+def _record(
+    session_id: str, chain: SurfaceChain, history: History, seq: int, answer: Event | None
+) -> PointRecord:
+    """The point of a session whose history is ``history`` at seq ``seq``;
+    ``answer`` is the event of its last message when that is an answer."""
+    digests = chain.update(history)
+    anchor = retry = None
+    others: tuple[bytes, ...] = ()
+    if len(history) and history[len(history) - 1][1]["role"] == "assistant":
+        anchor = chain.key_at(history, len(history) - 1)
+        others = _alternatives(answer) if answer is not None else ()
+        # Not after a first exchange: two clients that open with the same
+        # message are far likelier than a first answer lost on the way.
+        retry = digests[-2] if len(digests) > 2 else None
+    digest = digests[-1] if digests else b""
+    return PointRecord(session_id, digest, len(digests), seq, anchor, retry, others)
+
+
+def _points_of(session_id: str, events: Iterable[Event]) -> list[PointRecord]:
+    """Every point of a stored session, in order."""
+    fold = LogFold()
+    chain = SurfaceChain()
+    records: list[PointRecord] = []
+    answers: dict[int, Event] = {}
+    for event in events:
+        fold.apply(event)
+        if event.type == "assistant/message":
+            answers[event.seq] = event
+        if event.type in _POINTS:
+            history = fold.history()
+            last = answers.get(history[len(history) - 1][0]) if len(history) else None
+            records.append(_record(session_id, chain, history, event.seq, last))
+    return records
+
+
+def _alternatives(answer: Event) -> tuple[bytes, ...]:
+    """The loose keys of an answer's other choices (``n`` > 1): a request that
+    holds one of them in the answer's place continues the session."""
+    return tuple(
+        loose_key({"role": "assistant", "content": a["content"]})
+        for a in answer.data.get("alternatives", ())
+        if a["content"]
+    )

@@ -32,6 +32,9 @@ class RequestSummary:
     cached_tokens: int | None = None
     changes: tuple[str, ...] = field(default=())
     error: str | None = None
+    cache_break: str | None = None
+    """The cache audit's line when this request's cacheable prefix broke
+    (``tapelog.audit.CacheBreak.line``; only when the proxy watches caches)."""
 
     def line(self) -> str:
         """The summary as one line (untrusted names inside: print it through a

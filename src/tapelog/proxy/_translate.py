@@ -35,19 +35,27 @@ client keeps needs no header change later), then the dialect's default.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
 
 from tapelog._errors import EventError, HeaderError, JsonValueError, ProxyError
 from tapelog.cache._api import wire_profile_named
-from tapelog.llm._api import AnthropicWire, ResponsesWire, wire_for
-from tapelog.log._api import EpochHeader, FrozenDict, FrozenList, encode_trusted, header_from_json
+from tapelog.llm._api import AnthropicWire, OpenAIWire, ResponsesWire, role_shape, wire_for
+from tapelog.log._api import (
+    EpochHeader,
+    FrozenDict,
+    FrozenList,
+    encode_trusted,
+    freeze,
+    header_from_json,
+)
 from tapelog.proxy._anthropic_in import anthropic_top, parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import extend_chain
 from tapelog.proxy._normal import first_difference
 from tapelog.proxy._openai_in import openai_top, parse_openai, translate_openai
+from tapelog.proxy._responses_in import parse_responses, responses_top, translate_responses
 from tapelog.proxy._types import (
     ALL_RULES,
     EVERY_RULE,
@@ -62,6 +70,7 @@ from tapelog.request import LlmRequest
 
 __all__ = ["Messages", "Translator"]
 
+_TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")
 _RECENT = 16
 """How many recent requests' message lists a translator keeps to be extended
 (one per conversation a client runs at once through the proxy)."""
@@ -87,12 +96,24 @@ class Messages:
     """The canonical bytes of the client's raw message list."""
     count: int = 0
     """How many raw client messages these are."""
+    label: str = "messages"
+    """What the client calls its list (``input`` on the Responses API, whose
+    ``origin`` numbers input items, not the proxy's groups of them)."""
 
     def where(self, index: int, offset: int) -> str:
         """The client's name for neutral message ``index``."""
         if index >= len(self.origin):
-            return f"messages[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
-        return f"messages[{self.origin[index] + offset}]"
+            return f"{self.label}[{(self.origin[-1] if self.origin else -1) + 1 + offset}]"
+        return f"{self.label}[{self.origin[index] + offset}]"
+
+
+def _extended(encoded: bytes, more: bytes) -> bytes:
+    """The canonical bytes of a list (``encoded``) with more items (``more``, a list's bytes)."""
+    if more == b"[]":
+        return encoded
+    if encoded == b"[]":
+        return more
+    return b"".join((memoryview(encoded)[:-1], b",", memoryview(more)[1:]))  # one copy
 
 
 class Translator:
@@ -104,19 +125,38 @@ class Translator:
         # The upstream wire's facts; its reasoning send-back default is the one
         # the log's rebuild uses too (the same profile, through the wire).
         self.profile = wire_profile_named(self.dialect)
+        # How the upstream's wire spells the token limit (a client spelling it
+        # the other way gets ``config.wire.token_field``).
+        self._token_field = "max_tokens"
+        if upstream.family != "anthropic":
+            wire = OpenAIWire(dialect=self.dialect)  # type: ignore[arg-type]
+            self._token_field = wire.token_field_name
         self.cache_size = cache_size
         self._current: dict[bytes, Translated] = {}
         self._previous: dict[bytes, Translated] = {}
         self._recent: list[Messages] = []  # newest last, at most ``_RECENT``
 
-    def parse(self, family: Family, body: Mapping[str, Any]) -> ClientRequest:
-        """The header part and raw messages of a client body of ``family``."""
-        return parse_anthropic(body) if family == "anthropic" else parse_openai(body)
+    def parse(
+        self,
+        family: Family,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+        query: str = "",
+    ) -> ClientRequest:
+        """The header part and raw messages of a client body of ``family``
+        (``headers``, ``query``: the client's request headers and query string)."""
+        if family == "responses":
+            return parse_responses(body)
+        if family == "anthropic":
+            return parse_anthropic(body, headers, query)
+        return parse_openai(body)
 
     def _miss(self, key: bytes, family: Family, message: Any, where: str) -> Translated:
         """Translate a message not in the cache, and keep it there."""
         if family == "anthropic":
             found = translate_anthropic(message, where)
+        elif family == "responses":
+            found = translate_responses(message, where)
         else:
             found = translate_openai(message, where, dialect=self.dialect)
         if len(self._current) >= self.cache_size:
@@ -152,16 +192,23 @@ class Translator:
                 best = kept
         return best
 
-    def messages(self, request: ClientRequest) -> Messages:
+    def messages(self, request: ClientRequest, *, extends: Messages | None = None) -> Messages:
         """Every client message translated (from the cache when seen before).
 
         The hot path of a long conversation: one encode of the message list;
         then, after the longest remembered prefix, per message one encode,
         one lookup and a few appends (run it with the garbage collector paused).
+        ``extends``: the messages of an earlier request whose raw messages
+        this request's start with, as its body's bytes showed
+        (``_body_prefix``); then only the new messages are encoded.
         """
         raw = request.messages
-        encoded = encode_trusted(raw)
-        known = self._known(encoded)
+        known = extends if extends is not None and 0 < extends.count <= len(raw) else None
+        if known is not None:
+            encoded = _extended(known.encoded, encode_trusted(raw[known.count :]))
+        else:
+            encoded = encode_trusted(raw)
+            known = self._known(encoded)
         rules = EVERY_RULE
         start = 0
         previous_role: Any = None
@@ -176,6 +223,7 @@ class Translator:
         else:
             neutral, keys, origin, chain = [], [], [], []
         checked = len(neutral)
+        named = len(origin)
         offset = request.offset
         family = request.family
         anthropic = family == "anthropic"
@@ -201,12 +249,12 @@ class Translator:
                         "differently from an earlier assistant message; the log's wire sends it "
                         "back by one rule for the whole request"
                     )
+            found = done.messages
             if anthropic:
                 role = message.get("role")
                 if role == previous_role:
-                    _check_merge(neutral, done, f"messages[{i}]")
+                    found = _alone(found)
                 previous_role = role
-            found = done.messages
             if len(found) == 1:
                 neutral.append(found[0])
                 keys.append(done.keys[0])
@@ -216,7 +264,12 @@ class Translator:
                 keys.extend(done.keys)
                 origin.extend([i] * len(found))
         extend_chain(chain, keys)
+        label = "messages"
+        if family == "responses":  # name the client's input items, not their groups
+            origin[named:] = [raw[o]["at"] for o in origin[named:]]
+            label = "input"
         return Messages(
+            label=label,
             neutral=neutral,
             keys=keys,
             origin=origin,
@@ -232,12 +285,27 @@ class Translator:
     ) -> EpochHeader:
         """The request header: the client's model, options, extras, system and
         tools, and (OpenAI) the reasoning send-back rule; checked like a logged one."""
-        wire: dict[str, Any] = {}
+        wire: dict[str, Any] = dict(request.wire)
         if request.family == "openai":
-            wire = self._send_back(request.model, rules, current)
+            wire.update(self._send_back(request.model, rules, current))
+            spelled = next(
+                (k for k in _TOKEN_FIELDS if request.body.get(k) is not None), self._token_field
+            )
+            if spelled != self._token_field:  # carried as the client spells it
+                wire["token_field"] = spelled
+        elif request.family == "responses":
+            # The client's own store (absent stays absent), on the Responses API,
+            # and its input as the string it sent, when it sent one.
+            wire.update({"api": "responses", "store_false": False})
+            if isinstance(request.body.get("input"), str):
+                wire["input_string"] = True
         try:
             config = self.upstream.config(
-                model=request.model, **request.options, extras=request.extras, wire=wire
+                model=request.model,
+                **request.options,
+                extras=request.extras,
+                wire=wire,
+                headers=request.headers,
             )
             header = EpochHeader(config=config, system=request.system, tools=request.tools)
             # Validated as a logged header is: a value of the wrong type fails here.
@@ -267,8 +335,10 @@ class Translator:
             rebuilt = wire.build_body(LlmRequest(header=header, messages=FrozenList()))
         except (HeaderError, EventError, JsonValueError) as exc:
             raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
-        top = anthropic_top if request.family == "anthropic" else openai_top
-        found = first_difference(top(request.body), top(rebuilt), "body")
+        tops = {"anthropic": anthropic_top, "openai": openai_top, "responses": responses_top}
+        found = first_difference(
+            tops[request.family](request.body), tops[request.family](rebuilt), "body"
+        )
         if found is not None:
             raise ProxyError(found, kind="invalid_request_error")
 
@@ -282,7 +352,7 @@ class Translator:
 
             def piece(message: FrozenDict) -> Any:
                 role, blocks = anthropic.message_blocks(message)
-                return role, [b[1] for b in blocks]
+                return role_shape(role), [b[1] for b in blocks]
 
         elif isinstance(wire, ResponsesWire):
             responses = wire
@@ -307,13 +377,11 @@ class Translator:
         return same
 
 
-def _check_merge(neutral: Sequence[FrozenDict], done: Translated, where: str) -> None:
-    """Two Anthropic messages of one role in a row are one message to the API;
-    the log's wire merges them too, putting tool results first, so a later
-    message's tool results may not follow an earlier one's other blocks."""
-    if neutral and neutral[-1]["role"] == "user" and done.messages[0]["role"] == "tool":
-        raise ProxyError(
-            f"{where} follows a user message with tool results; the API reads the two as one "
-            "message whose tool results must come first, so send them in one message, "
-            "tool results first"
-        )
+def _alone(messages: tuple[FrozenDict, ...]) -> tuple[FrozenDict, ...]:
+    """A client message that follows one of its role, kept a message of its own:
+    its first neutral message gets ``fields`` (empty when it has none), which
+    the Anthropic wire never merges with the message before it."""
+    first = messages[0]
+    if "fields" in first:
+        return messages
+    return (freeze({**first, "fields": {}}), *messages[1:])

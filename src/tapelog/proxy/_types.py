@@ -12,7 +12,7 @@ reproduce is a :class:`ProxyError` with status 400 that names it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
@@ -29,8 +29,9 @@ __all__ = [
     "is_message",
 ]
 
-Family = Literal["openai", "anthropic"]
-"""The API a client speaks: OpenAI chat completions or Anthropic Messages."""
+Family = Literal["openai", "anthropic", "responses"]
+"""The API a client speaks: OpenAI chat completions, Anthropic Messages, or the
+OpenAI Responses API (forwarded to an upstream of the ``openai`` family)."""
 
 ALL_RULES: Final[tuple[str, ...]] = get_args(ReasoningSendBack)
 """The reasoning send-back rules of the OpenAI wire (``config.wire.reasoning_send_back``),
@@ -62,7 +63,7 @@ class ClientRequest:
 
     family: Family
     model: str
-    system: str | None
+    system: str | Sequence[Any] | None
     tools: tuple[FrozenDict, ...]
     options: Mapping[str, Any]
     """``LlmCallConfig`` fields the body sets (``max_tokens``, ``temperature``, ...)."""
@@ -75,6 +76,11 @@ class ClientRequest:
     stream: bool
     body: Mapping[str, Any] = field(repr=False)
     """The whole decoded body (for the header comparison)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The request headers that change what the model reads (``config.headers``)."""
+    wire: Mapping[str, Any] = field(default_factory=dict)
+    """Wire options the client's request fixes (``config.wire``: its cache
+    markers, its query string)."""
 
 
 NOT_A_MESSAGE = "messages: each message must be an object with a string role"

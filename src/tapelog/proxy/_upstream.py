@@ -10,23 +10,20 @@ logs, from its first byte on (``tapelog.log.secret_scope``), so an upstream or
 a model that echoes a key has it redacted from the log; they are never
 logged, printed or put in an error. They are not registered process-wide: one
 client's key never changes another client's log. The upstream always
-streams (the log's wires always ask it to), and :class:`SseDecoder` splits
-its bytes into events as they pass through to the client unchanged.
+streams (the log's wires always ask it to), and :class:`SseDecoder` (the
+loop's own, from ``tapelog.llm``) splits its bytes into events as they pass
+through to the client unchanged.
 """
 
 from __future__ import annotations
 
-import codecs
-import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from httpx_sse import ServerSentEvent
-
 from tapelog._errors import ProxyError
-from tapelog.llm._api import ANTHROPIC_VERSION, complete_config, provider_spec
+from tapelog.llm._api import ANTHROPIC_VERSION, SseDecoder, complete_config, provider_spec
 from tapelog.log._api import LlmCallConfig
 from tapelog.proxy._types import Family
 
@@ -37,11 +34,12 @@ FORWARDED_HEADERS: Final = (
     "x-api-key",
     "api-key",
     "anthropic-version",
-    "anthropic-beta",
     "openai-organization",
     "openai-project",
 )
-"""The client request headers passed on to the upstream (credentials and API versions)."""
+"""The client request headers passed on to the upstream (credentials and API versions).
+Headers that change what the model reads (``anthropic-beta``) are sent from the
+logged ``config.headers`` instead (``logged_target``)."""
 
 _SECRET_HEADERS: Final = ("authorization", "x-api-key", "api-key")
 _SCHEMES: Final = frozenset({"bearer", "basic", "token"})
@@ -96,6 +94,19 @@ class Upstream:
             return f"{self.base_url}/v1/messages"
         return f"{self.base_url}/chat/completions"
 
+    def endpoint(self, client: Family) -> str:
+        """The endpoint a client's request goes to: :attr:`url`, or
+        ``{base}/responses`` for a Responses API client."""
+        return f"{self.base_url}/responses" if client == "responses" else self.url
+
+    def serves(self, client: Family) -> bool:
+        """Whether a client of this API can be forwarded here (the Responses
+        API is OpenAI's: an upstream of the ``openai`` family, but not DeepSeek,
+        which has none; an OpenAI-compatible server may)."""
+        if client == "responses":
+            return self.family == "openai" and self.dialect != "deepseek"
+        return client == self.family
+
     def config(self, **fields: object) -> LlmCallConfig:
         """A call config for this upstream (its wire identity completed)."""
         return complete_config(LlmCallConfig(provider=self.provider, **fields))  # type: ignore[arg-type]
@@ -142,68 +153,3 @@ def upstream_headers(client: Mapping[str, str], family: Family) -> dict[str, str
     if family == "anthropic":
         headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
     return headers
-
-
-_LINE_END: Final = re.compile(r"\r\n|\r|\n")
-
-
-class SseDecoder:
-    """Server-Sent Events from bytes as they arrive (the event stream format:
-    lines ending in CR, LF or CRLF; ``data`` lines joined by newlines; a blank
-    line dispatches; comments and unknown fields are ignored)."""
-
-    def __init__(self) -> None:
-        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buffer = ""
-        self._event = ""
-        self._data: list[str] = []
-        self._id = ""
-
-    def feed(self, data: bytes) -> list[ServerSentEvent]:
-        """The events completed by ``data``."""
-        self._buffer += self._text.decode(data)
-        return self._lines(final=False)
-
-    def end(self) -> list[ServerSentEvent]:
-        """The last event, if the stream ended without its blank line."""
-        self._buffer += self._text.decode(b"", final=True)
-        events = self._lines(final=True)
-        if self._buffer:
-            events.extend(self._line(self._buffer))
-            self._buffer = ""
-        events.extend(self._line(""))
-        return events
-
-    def _lines(self, *, final: bool) -> list[ServerSentEvent]:
-        events: list[ServerSentEvent] = []
-        buffer = self._buffer
-        start = 0
-        for found in _LINE_END.finditer(buffer):
-            # A CR at the very end may be the first half of a CRLF.
-            if not final and found.group() == "\r" and found.end() == len(buffer):
-                break
-            events.extend(self._line(buffer[start : found.start()]))
-            start = found.end()
-        self._buffer = buffer[start:]
-        return events
-
-    def _line(self, line: str) -> list[ServerSentEvent]:
-        if not line:
-            if not self._data and not self._event:
-                return []
-            event = ServerSentEvent(
-                event=self._event or "message", data="\n".join(self._data), id=self._id
-            )
-            self._event, self._data = "", []
-            return [event]
-        if line.startswith(":"):
-            return []
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        elif name == "id":
-            self._id = value
-        return []

@@ -6,12 +6,19 @@ serve's sessions list feeds), for the checker, the audit and the export
 from tapelog.request._rebuild import RebuiltRequest, rebuild_request_at, rebuild_requests
 from tapelog.request._request import compaction_inputs
 from tapelog.request._step import HEADER_TYPES, StepFold
-from tapelog.request._walk import HeaderChange, WalkedRequest, reading_seq, request_fields
+from tapelog.request._walk import (
+    HeaderChange,
+    RequestWalker,
+    WalkedRequest,
+    reading_seq,
+    request_fields,
+)
 
 __all__ = [
     "HEADER_TYPES",
     "HeaderChange",
     "RebuiltRequest",
+    "RequestWalker",
     "StepFold",
     "WalkedRequest",
     "compaction_inputs",

@@ -49,6 +49,7 @@ from tapelog.request._step import HEADER_TYPES, HeaderChange, StepFold
 
 __all__ = [
     "HeaderChange",
+    "RequestWalker",
     "WalkedRequest",
     "reading_seq",
     "request_fields",
@@ -278,6 +279,12 @@ class _Walker:
             session_id=self.session_id,
             **fields,
         )
+
+
+class RequestWalker(_Walker):
+    """The walk fed one event at a time, for a log that is still growing (the
+    proxy's live cache audit): :meth:`visit` each new event in seq order, once
+    the step it belongs to has ended (a step's requests look ahead to its end)."""
 
 
 def walk_requests(

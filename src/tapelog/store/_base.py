@@ -38,6 +38,7 @@ from types import TracebackType
 from tapelog._errors import StoreError, UndigestedEventsError, UnstoredEventsError
 from tapelog.log._api import Event, Session
 from tapelog.store._follow import Follower
+from tapelog.store._points import PointLog
 from tapelog.store._reserve import Reservation
 from tapelog.store._summaries import F, Folded
 
@@ -262,6 +263,19 @@ class SessionWriter(ABC):
         self._stored_bytes += len(body) + len(last)
         self._stored_events += len(lines)
 
+    @property
+    def reattachable(self) -> bool:
+        """Whether this writer is closed with every event of its session stored
+        (what :meth:`SessionStore.reattach` continues from)."""
+        return self._closed and not self._pending and self._stored_events == len(self._session)
+
+    def _carry(self, closed: SessionWriter) -> None:
+        """Continue where ``closed`` (a writer of the same session) stopped: its
+        stored byte count and running digest, instead of hashing the stored log again."""
+        self._hash = closed._hash.copy()
+        self._stored_bytes = closed._stored_bytes
+        self._stored_events = closed._stored_events
+
     def checkpoint(self) -> None:
         """Flush, logging a digest even when nothing is buffered (so the stored
         log ends with one, e.g. after opening dropped a write a crash cut short)."""
@@ -465,3 +479,23 @@ class SessionStore(ABC):
     @abstractmethod
     def active_sessions(self) -> set[str]:
         """Every session a writer holds now (as :meth:`active` says of each)."""
+
+    def reattach(self, closed: SessionWriter) -> SessionWriter | None:
+        """A new writer of the session of ``closed``, a writer of this store that
+        closed with everything stored (:attr:`SessionWriter.reattachable`), on
+        the same :class:`Session` object, without loading the log again: when the
+        stored session is still exactly what ``closed`` stored. ``None`` when it
+        is not (another writer appended meanwhile, or it cannot tell): then
+        :meth:`open` the session. Raises :class:`SessionLockedError` as ``open``
+        does. The proxy closes each session between requests, so that a replica
+        on another machine may take the next one; this keeps that cheap for the
+        replica that wrote last."""
+        return None
+
+    # --- the proxy's conversation index ----------------------------------------
+
+    @abstractmethod
+    def point_log(self) -> PointLog:
+        """The store's conversation index (``tapelog.store._points``): where every
+        proxy replica on this store records and reads conversation points. The
+        same object on every call."""

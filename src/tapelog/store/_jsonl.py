@@ -55,6 +55,7 @@ from tapelog.store._format import (
 )
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl_follow import JsonlFollower, held_locks
+from tapelog.store._jsonl_points import JsonlPointLog
 from tapelog.store._jsonl_summaries import jsonl_summaries, last_line
 from tapelog.store._lock import WriteLock, make_private_dirs
 from tapelog.store._reserve import Reservation
@@ -150,6 +151,11 @@ class JsonlWriter(SessionWriter):
             ) from exc
         self._size += len(data)
 
+    @property
+    def size(self) -> int:
+        """The session file's size as this writer wrote it."""
+        return self._size
+
     def _release(self) -> None:
         try:
             os.close(self._fd)
@@ -162,6 +168,7 @@ class JsonlStore(SessionStore):
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        self._points = JsonlPointLog(self.root)
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.root)!r})"
@@ -345,6 +352,24 @@ class JsonlStore(SessionStore):
                 raise
         return loaded.session, writer
 
+    def reattach(self, closed: SessionWriter) -> JsonlWriter | None:
+        if not isinstance(closed, JsonlWriter) or not closed.reattachable:
+            return None
+        session_id = closed.session_id
+        lock = WriteLock.acquire(self._lock_path(session_id), session_id)
+        try:
+            fd = os.open(closed.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            lock.release()
+            return None  # open() says what is wrong
+        if os.fstat(fd).st_size != closed.size:  # another writer was here
+            os.close(fd)
+            lock.release()
+            return None
+        writer = JsonlWriter(closed.session, path=closed.path, fd=fd, size=closed.size, lock=lock)
+        writer._carry(closed)
+        return writer
+
     # --- reading -------------------------------------------------------------
 
     def load(self, session_id: str) -> LoadedSession:
@@ -389,6 +414,9 @@ class JsonlStore(SessionStore):
         except OSError:
             return set()  # no lock was ever taken here
         return held_locks(files)
+
+    def point_log(self) -> JsonlPointLog:
+        return self._points
 
     def list(self) -> builtins.list[SessionSummary]:
         if not self.root.is_dir():

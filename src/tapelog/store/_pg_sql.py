@@ -25,6 +25,7 @@ __all__ = [
     "DDL",
     "HOLDER",
     "INSERT_SESSION",
+    "LAST_SEQ",
     "LIST",
     "SCHEMA_NAME",
     "first_line",
@@ -83,6 +84,7 @@ INSERT_SESSION: Final = """
 INSERT INTO {s}.sessions (id, format_version, created, cwd, parent, seed_length, header)
 VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
+LAST_SEQ: Final = "SELECT max(seq) FROM {s}.events WHERE session_id = %s"
 
 HOLDER: Final = """
 SELECT a.application_name, l.pid

@@ -58,6 +58,8 @@ from tapelog.store._format import header_line
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
 from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
+from tapelog.store._pg_points import PostgresPointLog, ensure_points_table
+from tapelog.store._pg_pool import IdleConnections
 from tapelog.store._pg_secrets import (
     SECRET_PARAMS,
     hide_secrets,
@@ -70,6 +72,7 @@ from tapelog.store._pg_sql import (
     DDL,
     HOLDER,
     INSERT_SESSION,
+    LAST_SEQ,
     LIST,
     SCHEMA_NAME,
     first_line,
@@ -115,6 +118,11 @@ class PostgresWriter(SessionWriter):
         with self._store._errors(action + " to", advice="", failed=failed):
             self._store._insert_events(self._conn, self.session_id, self._next_seq, lines)
         self._next_seq += len(lines)
+
+    @property
+    def next_seq(self) -> int:
+        """The seq of the next event this writer stores."""
+        return self._next_seq
 
     def _release(self) -> None:
         self._store._hang_up(self._conn)
@@ -174,6 +182,8 @@ class PostgresStore(SessionStore):
         server = repr(self._shown) if self._shown else "the default server"
         self._where = f"at {server} (PostgreSQL schema {schema})"
         self._schema_ready = False
+        self._points = PostgresPointLog(self)
+        self._idle = IdleConnections()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._shown!r}, schema={self.schema!r})"
@@ -184,6 +194,8 @@ class PostgresStore(SessionStore):
         import psycopg
 
         options: dict[str, Any] = {}
+        if writer and (kept := self._idle.take()) is not None:
+            return kept
         if writer:  # lets a refused writer learn which process holds the lock
             options["application_name"] = f"tapelog pid {os.getpid()} on {socket.gethostname()}"
         with self._errors("connect to", advice="check the connection string and the server"):
@@ -226,8 +238,10 @@ class PostgresStore(SessionStore):
             with contextlib.suppress(psycopg.Error):
                 if not conn.broken:
                     conn.execute("SELECT pg_advisory_unlock_all()")
+                    self._idle.give(conn)  # unlocked: the next writer may use it
         finally:
-            conn.close()
+            if not conn.closed and conn not in self._idle:
+                conn.close()
 
     def _sql(self, template: str) -> Composed:
         from psycopg import sql
@@ -260,7 +274,7 @@ class PostgresStore(SessionStore):
         """
         self._schema_ready = False
         with self._connect() as conn:
-            self._ensure_schema(conn)
+            ensure_points_table(self, conn)
 
     def _ensure_schema(self, conn: Connection[Any]) -> None:
         if self._schema_ready:
@@ -378,6 +392,22 @@ class PostgresStore(SessionStore):
                 raise
         return loaded.session, writer
 
+    def reattach(self, closed: SessionWriter) -> PostgresWriter | None:
+        if not isinstance(closed, PostgresWriter) or not closed.reattachable:
+            return None
+        session_id = closed.session_id
+        with self._writer_connection(
+            f"open session {session_id} in", advice="check the server"
+        ) as conn:
+            self._lock(conn, session_id)
+            row = conn.execute(self._sql(LAST_SEQ), (session_id,)).fetchone()
+        if row is None or (-1 if row[0] is None else row[0]) != closed.next_seq - 1:
+            self._hang_up(conn)  # another writer was here
+            return None
+        writer = PostgresWriter(closed.session, store=self, conn=conn)
+        writer._carry(closed)
+        return writer
+
     def _exists_error(self, session_id: str) -> SessionExistsError:
         return SessionExistsError(
             f"session {session_id} already exists in the store {self._where}; "
@@ -494,6 +524,9 @@ class PostgresStore(SessionStore):
                 return set()
             ids = [r[0] for r in conn.execute(self._sql("SELECT id FROM {s}.sessions"))]
         return {i for i in ids if self._lock_key(i) in held}
+
+    def point_log(self) -> PostgresPointLog:
+        return self._points
 
     def list(self) -> builtins.list[SessionSummary]:
         with self._reading("list the sessions in") as conn:

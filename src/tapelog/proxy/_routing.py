@@ -1,0 +1,131 @@
+"""Which session a request goes to, its lock held: the same answer on every replica.
+
+A request that names its session (``explicit``) gets that one, opened or
+created. Any other is matched against the conversation index (``_index``),
+brought up to date from the store first, so a replica routes a request by what
+every replica recorded: **extend**, **retry** or **edit** open the matched session,
+**fork** seeds a new one at the matched point, **new** creates one.
+
+The per-session lock spans replicas: opening a session for writing takes the
+store's write lock (an advisory lock in PostgreSQL, ``flock`` for JSONL), so
+a session another replica is answering a request of is refused with
+:class:`SessionLockedError`. That is usually the previous turn of the same
+conversation, still closing on the other replica (its client already has the
+answer), so the request waits briefly (``lock_wait`` seconds, retrying) and
+then, if the session is still held, treats it as busy: a fork, exactly as a
+session busy on this replica is, so two requests never write one session.
+A session the index names but the store no longer holds (deleted) is
+forgotten, and the request matched again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from tapelog._errors import ProxyError, SessionLockedError, SessionNotFoundError
+from tapelog.proxy._index import Match
+from tapelog.proxy._sessions import Sessions, SessionState
+
+__all__ = ["DEFAULT_LOCK_WAIT", "Assigned", "Router"]
+
+DEFAULT_LOCK_WAIT = 2.0
+"""How long a request waits for a session another replica holds (seconds)."""
+_RETRY = 0.01
+_ATTEMPTS = 16  # matches lost to a request of this replica that took the session first
+
+
+class Assigned:
+    """Where a request went: its state (lock held), how it was found, and
+    the session it forked from."""
+
+    def __init__(self, state: SessionState, how: str, parent: str | None = None) -> None:
+        self.state, self.how, self.parent = state, how, parent
+
+
+class Router:
+    """Assigns requests to sessions (see the module docstring)."""
+
+    def __init__(self, sessions: Sessions, *, lock_wait: float = DEFAULT_LOCK_WAIT) -> None:
+        self.sessions = sessions
+        self.lock_wait = lock_wait
+        self._explicit = asyncio.Lock()
+
+    async def assign(
+        self, explicit: str | None, keys: Sequence[bytes], chain: Sequence[bytes]
+    ) -> Assigned:
+        """The session of a request whose messages have these loose ``keys`` and
+        prefix ``chain``, its lock held; :class:`SessionLockedError` when the
+        named session stays held elsewhere."""
+        if explicit is not None:
+            return Assigned(await self._named(explicit), "explicit")
+        sessions = self.sessions
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.lock_wait
+        elsewhere: set[str] = set()  # held by another replica past the deadline
+
+        def busy(session_id: str) -> bool:
+            return session_id in elsewhere or sessions.busy(session_id)
+
+        attempts = 0
+        while attempts < _ATTEMPTS:
+            await sessions.refresh()
+            match: Match = sessions.index.match(chain, keys, busy)
+            point = match.point
+            if match.kind in ("extend", "retry", "edit"):
+                assert point is not None
+                try:
+                    state = await sessions.open(point.session_id)
+                except SessionLockedError:
+                    if loop.time() >= deadline:
+                        elsewhere.add(point.session_id)
+                    else:
+                        await asyncio.sleep(_RETRY)
+                    continue
+                except SessionNotFoundError:  # deleted since it was indexed
+                    sessions.index.forget(point.session_id)
+                    continue
+                if state.lock.locked():  # taken while it was being opened: match again
+                    attempts += 1
+                    continue
+                await state.lock.acquire()
+                return Assigned(state, match.kind)
+            if match.kind == "fork":
+                assert point is not None
+                try:
+                    state = await sessions.fork(point)
+                except SessionNotFoundError:
+                    sessions.index.forget(point.session_id)
+                    continue
+                await state.lock.acquire()
+                return Assigned(state, "fork", point.session_id)
+            state = await sessions.create()
+            await state.lock.acquire()
+            return Assigned(state, "new")
+        raise ProxyError("the proxy is busy with this conversation; retry", status=409)
+
+    async def _named(self, session_id: str) -> SessionState:
+        """The named session, opened or created, its lock held. A state whose
+        writer a finished request closed meanwhile is opened again."""
+        sessions = self.sessions
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.lock_wait
+        while True:
+            async with self._explicit:  # one opener per id at a time
+                state = sessions.get(session_id)
+                if state is None:
+                    try:
+                        exists = await asyncio.to_thread(sessions.store.exists, session_id)
+                        opener = sessions.open if exists else sessions.create
+                        state = await opener(session_id)
+                    except SessionLockedError:
+                        if loop.time() >= deadline:
+                            raise
+                        state = None
+            if state is None:
+                await asyncio.sleep(_RETRY)
+                continue
+            await state.lock.acquire()
+            if not state.writer.closed:
+                return state
+            state.lock.release()

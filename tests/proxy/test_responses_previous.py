@@ -1,0 +1,86 @@
+"""``previous_response_id`` through the proxy: carried as sent, and the log
+says where the earlier part of the prompt is (which session and turn logged
+that response, or that it lives only on the provider)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from openai import AsyncOpenAI
+
+from tapelog.emulator import Emulator
+from tapelog.log import decode
+
+from ._helpers import SECRET, assert_rebuilds, serve, sessions_in
+from ._responses_helpers import assert_carried, recorded_proxy
+
+TOOLS: list[Any] = [
+    {"type": "function", "name": "add", "parameters": {"type": "object", "properties": {}}}
+]
+SCRIPT = [{"reasoning": "Add.", "tool_calls": [{"name": "add", "arguments": "{}"}]}, {"text": "3"}]
+
+
+def _ends(store: Path) -> dict[str, Any]:
+    """Each session's last turn/end reason."""
+    return {
+        sid: [e.data["reason"] for e in s.events if e.type == "turn/end"][-1]
+        for sid, s in sessions_in(store).items()
+    }
+
+
+async def test_a_continued_response_names_where_it_is_logged(tmp_path: Path) -> None:
+    emu = Emulator(script=SCRIPT)
+    store, lines = tmp_path / "sessions", []
+    with serve(emu.app) as port, recorded_proxy(store, port, lines) as (proxy_port, recording):
+        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{proxy_port}/v1", api_key=SECRET)
+        first = await client.responses.create(model="gpt-5", input="add", tools=TOOLS)
+        call = first.output[1]
+        assert call.type == "function_call"
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "3"}
+        second = await client.responses.create(
+            model="gpt-5", previous_response_id=first.id, input=[output], tools=TOOLS
+        )
+        await client.close()
+    assert second.output_text == "3"
+    assert_carried(recording.bodies, emu)
+    sessions = sessions_in(store)
+    assert_rebuilds(sessions, emu)
+    ends = _ends(store)
+    (opened,) = [sid for sid in sessions if ends[sid]["response_id"] == first.id]
+    (continued,) = [sid for sid in sessions if sid != opened]
+    assert ends[continued]["response_id"] == second.id
+    assert ends[continued]["previous_response"] == {
+        "id": first.id,
+        "session": opened,
+        "turn": 1,
+    }
+    assert f"continues {first.id} (logged in {opened} turn 1)" in lines[1]
+
+
+async def test_a_response_the_log_lacks_is_named_as_the_providers(tmp_path: Path) -> None:
+    emu = Emulator(script=SCRIPT)
+    store, lines = tmp_path / "sessions", []
+    with serve(emu.app) as port, recorded_proxy(store, port, lines) as (proxy_port, recording):
+        direct = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/openai/v1", api_key=SECRET)
+        first = await direct.responses.create(model="gpt-5", input="add", tools=TOOLS)
+        await direct.close()
+        call = first.output[1]
+        assert call.type == "function_call"
+        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{proxy_port}/v1", api_key=SECRET)
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "3"}
+        async with client.responses.stream(
+            model="gpt-5", previous_response_id=first.id, input=[output], tools=TOOLS
+        ) as stream:
+            second = await stream.get_final_response()
+        await client.close()
+    assert second.output_text == "3"
+    (session_id,) = sessions_in(store)
+    reason = _ends(store)[session_id]
+    assert reason["previous_response"] == {"id": first.id, "in_log": False}
+    assert reason["response_id"] == second.id
+    assert "the earlier part of the prompt lives only on the provider" in lines[0]
+    (sent,) = recording.bodies
+    upstream = emu.received[1].json()
+    assert upstream == decode(sent)  # previous_response_id carried as sent
+    assert upstream["previous_response_id"] == first.id
