@@ -13,7 +13,8 @@ bytes sent. Anything that stops a step between its ``step/start`` and the send
 ends it with ``step/end {"sent": false}``, so the rebuild skips it. Stream,
 logging chunks and exactly one ``assistant/message``; run tools, logging
 ``tool/call`` before and ``tool/result`` after, in the model's order; context
-injected while the step is in flight waits for its results.
+injected while the step is in flight waits for its results. Trimming and
+compaction between steps are :mod:`tapelog.agent._upkeep`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from tapelog._errors import Aborted, ContextOverflowError, ProviderError
 from tapelog.agent._approval import ApprovalGate, Approver
 from tapelog.agent._budget import Budget, BudgetGuard
-from tapelog.agent._compaction import CompactionPolicy, CompactionResult, compact
+from tapelog.agent._compaction import CompactionPolicy
 from tapelog.agent._context_meter import ContextMeter
 from tapelog.agent._flushing import flush_off_loop
 from tapelog.agent._hooks import Hooks, StepContext, call_hook, request_config, text_blocks
@@ -57,14 +58,10 @@ from tapelog.agent._turn import (
     sum_usage,
     turn_reason,
 )
+from tapelog.agent._upkeep import ContextUpkeep
 from tapelog.checker._api import RequestChecker, check_enabled
 from tapelog.llm import LlmRequest, ProviderClient
-from tapelog.llm._api import (
-    AbortHandle,
-    BodyCache,
-    client_wire,
-    estimate_tokens,
-)
+from tapelog.llm._api import AbortHandle, BodyCache, client_wire
 from tapelog.log._api import (
     EpochHeader,
     Event,
@@ -80,7 +77,7 @@ from tapelog.request import build_request
 __all__ = ["Agent"]
 
 
-class Agent(StoredSessionOwner):
+class Agent(StoredSessionOwner, ContextUpkeep):
     """A tool-using agent over a :class:`Session` (one instance = one loop instance).
 
     ``check`` turns the invariant checker on or off (default: on, unless
@@ -459,73 +456,6 @@ class Agent(StoredSessionOwner):
             where, self.client, request, body, handle, self.retry, self._sleep, self._flush
         )
         return log_reply(where, chunks, handle, self._replies.source(request.config))
-
-    # --- compaction and trimming ---------------------------------------------
-
-    async def _current_header(self) -> EpochHeader:
-        """The header the next request would carry (before the request hook)."""
-        prefix = await self._compose_prefix()
-        return EpochHeader(
-            config=self.config,
-            system=self.system,
-            tools=self._tool_schemas(),
-            prefix=prefix,
-        )
-
-    async def context_tokens(self) -> int:
-        """Estimated tokens of the next request.
-
-        The last reported prompt + output tokens plus an estimate of the
-        messages appended since (O(new)); a full estimate of the would-be body
-        when there is no usable report (none yet, or history was replaced).
-        """
-        return await self._meter.tokens(self.session, self._whole_body_tokens)
-
-    async def _whole_body_tokens(self) -> int:
-        header = await self._current_header()
-        nodes = self.session.history()
-        request = build_request(header=header, nodes=nodes, session_id=None, boundary_seq=None)
-        body: bytes = self.client.wire.encode_body(request, cache=self._body_cache)
-        return estimate_tokens(body)
-
-    async def compact(
-        self, *, trigger: str = "manual", turn: int | None = None
-    ) -> CompactionResult:
-        """Summarise old history now (see :mod:`tapelog.agent._compaction`).
-
-        The summary call carries the last logged request header, so it is
-        rebuilt from the log (``tapelog requests --one-shot``) and checked like
-        a loop request.
-
-        Called outside this agent's own turn (``/compact`` in chat), it claims
-        the session like a turn does: it is refused while a turn runs on it.
-        """
-        if self._turn_task is not None and self._turn_task is asyncio.current_task():
-            return await self._compact(trigger=trigger, turn=turn)
-        with self.session.running("compaction"):
-            return await self._compact(trigger=trigger, turn=turn)
-
-    async def _compact(self, *, trigger: str, turn: int | None) -> CompactionResult:
-        result = await compact(
-            self.session,
-            self.client,
-            self.compaction,
-            trigger=trigger,
-            turn=turn,
-            context_tokens=await self.context_tokens(),
-            checker=self._checker_for(),
-            flush=self._flush,
-            abort=self._abort,
-        )
-        await self._flush()
-        return result
-
-    async def _between_steps(self, turn: int) -> None:
-        """Trim old tool results and compact when the context is too full."""
-        self._trimmer.trim(self.session)
-        window = self.compaction.context_window
-        if window is not None and await self.context_tokens() > self.compaction.threshold * window:
-            await self.compact(trigger="auto", turn=turn)
 
     async def _run_tools(self, turn: int, step: int, calls: Sequence[Mapping[str, Any]]) -> None:
         handle = self._abort

@@ -25,7 +25,9 @@ durable exactly when its flush commits; the followers' notification follows in
 a transaction of its own.
 
 psycopg is an optional dependency (``pip install 'tapelog[postgres]'``): it is
-imported when a store is constructed, not when ``tapelog.store`` is.
+imported when a store is constructed, not when ``tapelog.store`` is. The
+writer is :mod:`tapelog.store._pg_writer`'s, the connection string is read by
+:mod:`tapelog.store._pg_conninfo`.
 """
 
 from __future__ import annotations
@@ -45,27 +47,16 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log import register_secret
 from tapelog.log._api import Session
-from tapelog.store._base import (
-    LoadedSession,
-    SessionStore,
-    SessionSummary,
-    SessionWriter,
-    count_events,
-)
+from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
 from tapelog.store._format import header_line
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._pg_conninfo import parse_conninfo
 from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
 from tapelog.store._pg_points import PostgresPointLog, ensure_points_table
 from tapelog.store._pg_pool import IdleConnections
-from tapelog.store._pg_secrets import (
-    SECRET_PARAMS,
-    hide_secrets,
-    refuse_split_userinfo,
-    written_secrets,
-)
+from tapelog.store._pg_secrets import hide_secrets
 from tapelog.store._pg_sql import (
     APPEND,
     CHECK,
@@ -82,6 +73,7 @@ from tapelog.store._pg_sql import (
     summarise_row,
 )
 from tapelog.store._pg_summaries import pg_summaries
+from tapelog.store._pg_writer import PostgresWriter
 from tapelog.store._reserve import Reservation
 from tapelog.store._summaries import F, Folded
 
@@ -90,42 +82,6 @@ if TYPE_CHECKING:
     from psycopg.sql import Composed
 
 __all__ = ["PostgresStore", "PostgresWriter"]
-
-
-class PostgresWriter(SessionWriter):
-    """Appends a session's events as rows; its connection holds the write lock."""
-
-    def __init__(
-        self,
-        session: Session,
-        *,
-        store: PostgresStore,
-        conn: Connection[Any],
-        warnings: tuple[str, ...] = (),
-        stored: bytes = b"",
-    ) -> None:
-        self._store = store
-        self._conn = conn
-        self._next_seq = len(session)
-        super().__init__(session, warnings=warnings, stored=stored)
-
-    def _write(self, lines: builtins.list[bytes]) -> None:
-        action = f"write {count_events(len(lines))} of session {self.session_id}"
-
-        def failed(head: str) -> StoreError:
-            return self._write_failed(head, len(lines), "Fix the cause")
-
-        with self._store._errors(action + " to", advice="", failed=failed):
-            self._store._insert_events(self._conn, self.session_id, self._next_seq, lines)
-        self._next_seq += len(lines)
-
-    @property
-    def next_seq(self) -> int:
-        """The seq of the next event this writer stores."""
-        return self._next_seq
-
-    def _release(self) -> None:
-        self._store._hang_up(self._conn)
 
 
 class PostgresStore(SessionStore):
@@ -141,7 +97,7 @@ class PostgresStore(SessionStore):
 
     def __init__(self, conninfo: str, *, schema: str = "tapelog") -> None:
         try:
-            from psycopg.conninfo import conninfo_to_dict, make_conninfo
+            from psycopg.conninfo import conninfo_to_dict  # noqa: F401  (is psycopg there?)
         except ImportError as exc:
             raise StoreError(
                 "the PostgreSQL store needs psycopg 3; install it with "
@@ -152,33 +108,11 @@ class PostgresStore(SessionStore):
                 f"invalid PostgreSQL schema name {schema!r}: use 1 to 63 characters from "
                 "A-Z, a-z, 0-9 and '_', not starting with a digit"
             )
-        import psycopg
-
-        refuse_split_userinfo(conninfo)
         # Every secret the string holds, as written and decoded, is registered
         # (tapelog.log.register_secret), so no error, log or output shows it.
-        self._secrets = written_secrets(conninfo)
-        try:
-            params = conninfo_to_dict(conninfo)
-        except psycopg.Error as exc:
-            # libpq quotes the string in some of its messages (a URI's bad host,
-            # a bad percent-escape), and with it any password it holds.
-            for secret in self._secrets:
-                register_secret(secret)
-            reason = hide_secrets(first_line(exc), self._secrets)
-            raise StoreError(
-                f"invalid PostgreSQL connection string: {reason}; use "
-                "'host=HOST dbname=NAME user=USER' or 'postgresql://USER@HOST/NAME'"
-            ) from None
-        for name in SECRET_PARAMS:
-            value = params.pop(name, None)
-            if value:
-                self._secrets.add(str(value))
-        for secret in self._secrets:
-            register_secret(secret)
+        self._secrets, self._shown = parse_conninfo(conninfo)
         self.conninfo = conninfo
         self.schema = schema
-        self._shown = make_conninfo("", **params)  # never shows a secret parameter
         server = repr(self._shown) if self._shown else "the default server"
         self._where = f"at {server} (PostgreSQL schema {schema})"
         self._schema_ready = False
