@@ -1,7 +1,8 @@
 """Durable turns survive dead workers: bench/bench_dbos.py's campaign, at the size
 issue 19 asks for (3 ``tapelog worker`` processes, 100 queued turns over 20
-sessions, a random worker SIGKILLed and replaced every 3 to 6 s, which keeps
-it to a few minutes on 2 cores; the bench's default is every 2 to 4 s) on the
+sessions, a random worker SIGKILLed and replaced every 3 to 6 s and as 10, 30,
+50 and 70 turns are done, which keeps it to a few minutes on 2 cores; the
+bench's default is every 2 to 4 s) on the
 tests' PostgreSQL server, with the emulator as the provider."""
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ def _bench() -> ModuleType:
 
 def test_queued_turns_finish_exactly_once_while_workers_are_killed(pg_conninfo: str) -> None:
     result = _bench().campaign(
-        pg_conninfo, workers=3, sessions=20, turns=100, kill_every=(3.0, 6.0), timeout=420
+        pg_conninfo,
+        workers=3,
+        sessions=20,
+        turns=100,
+        kill_every=(3.0, 6.0),
+        kill_at=(10, 30, 50, 70),  # so kills land however fast the machine runs the turns
+        timeout=420,
     )
     assert result["problems"] == []
     assert result["kills"] >= 3  # workers really died while turns were queued or running
