@@ -4,7 +4,11 @@ A request that names its session (``explicit``) gets that one, opened or
 created. Any other is matched against the conversation index (``_index``),
 brought up to date from the store first, so a replica routes a request by what
 every replica recorded: **extend**, **retry** or **edit** open the matched session,
-**fork** seeds a new one at the matched point, **new** creates one.
+**fork** seeds a new one at the matched point, **new** creates one. A request
+another agent of the client sent (``_identity``: a subagent that holds the
+main conversation's first exchange under its own system prompt and tools)
+**branches** instead: a new session, seeded with nothing, whose
+``session/origin`` names the matched session and point.
 
 The per-session lock spans replicas: opening a session for writing takes the
 store's write lock (an advisory lock in PostgreSQL, ``flock`` for JSONL), so
@@ -24,7 +28,8 @@ import asyncio
 from collections.abc import Sequence
 
 from tapelog._errors import ProxyError, SessionLockedError, SessionNotFoundError
-from tapelog.proxy._index import Match
+from tapelog.proxy._identity import Who
+from tapelog.proxy._index import Match, Point
 from tapelog.proxy._sessions import Sessions, SessionState
 
 __all__ = ["DEFAULT_LOCK_WAIT", "Assigned", "Router"]
@@ -36,11 +41,13 @@ _ATTEMPTS = 16  # matches lost to a request of this replica that took the sessio
 
 
 class Assigned:
-    """Where a request went: its state (lock held), how it was found, and
-    the session it forked from."""
+    """Where a request went: its state (lock held), how it was found, the
+    session it forked or branched from, and why it branched."""
 
-    def __init__(self, state: SessionState, how: str, parent: str | None = None) -> None:
-        self.state, self.how, self.parent = state, how, parent
+    def __init__(
+        self, state: SessionState, how: str, parent: str | None = None, why: str = ""
+    ) -> None:
+        self.state, self.how, self.parent, self.why = state, how, parent, why
 
 
 class Router:
@@ -52,11 +59,16 @@ class Router:
         self._explicit = asyncio.Lock()
 
     async def assign(
-        self, explicit: str | None, keys: Sequence[bytes], chain: Sequence[bytes]
+        self,
+        explicit: str | None,
+        keys: Sequence[bytes],
+        chain: Sequence[bytes],
+        who: Who | None = None,
     ) -> Assigned:
         """The session of a request whose messages have these loose ``keys`` and
-        prefix ``chain``, its lock held; :class:`SessionLockedError` when the
-        named session stays held elsewhere."""
+        prefix ``chain``, sent by ``who``, its lock held; :class:`SessionLockedError`
+        when the named session stays held elsewhere. A request of another agent
+        than the matched session's (``_identity``) branches off it."""
         if explicit is not None:
             return Assigned(await self._named(explicit), "explicit")
         sessions = self.sessions
@@ -89,20 +101,47 @@ class Router:
                     attempts += 1
                     continue
                 await state.lock.acquire()
-                return Assigned(state, match.kind)
+                why = None if who is None else who.differs(state.session)
+                if why is None:
+                    return Assigned(state, match.kind)
+                await self._put_back(state)
+                return await self._branch(point, why, who)
             if match.kind == "fork":
                 assert point is not None
                 try:
-                    state = await sessions.fork(point)
+                    source = await sessions.source(point)
                 except SessionNotFoundError:
                     sessions.index.forget(point.session_id)
                     continue
+                why = None if who is None else who.differs(source)
+                if why is not None:
+                    return await self._branch(point, why, who)
+                state = await sessions.fork(point, source)
                 await state.lock.acquire()
                 return Assigned(state, "fork", point.session_id)
-            state = await sessions.create()
+            origin = None if who is None else who.origin()
+            state = await sessions.create(origin=origin or None)
             await state.lock.acquire()
             return Assigned(state, "new")
         raise ProxyError("the proxy is busy with this conversation; retry", status=409)
+
+    async def _put_back(self, state: SessionState) -> None:
+        """Let go of a session opened for a request that went elsewhere: its
+        writer closed (any replica may take it), then its lock."""
+        try:
+            await asyncio.to_thread(self.sessions.release, state, None)
+        finally:
+            self.sessions.settle(state)
+            state.lock.release()
+
+    async def _branch(self, point: Point, why: str, who: Who | None) -> Assigned:
+        """A new session for another agent's request that shares ``point``'s
+        history: linked to it (``session/origin``), seeded with nothing."""
+        assert who is not None
+        origin = who.origin(point.session_id, point.seq, why)
+        state = await self.sessions.create(origin=origin)
+        await state.lock.acquire()
+        return Assigned(state, "branch", point.session_id, why)
 
     async def _named(self, session_id: str) -> SessionState:
         """The named session, opened or created, its lock held. A state whose
