@@ -216,4 +216,4 @@ async def test_the_family_is_shown_together_in_sessions_and_serve(tmp_path: Path
     order = re.findall(r'<tr data-id="([^"]+)">', html)
     assert order == [later.id, main.id, sub.id]
     row = html[html.index(f'<tr data-id="{sub.id}">') :]
-    assert "└" in row[: row.index("</tr>")]
+    assert '<td data-col="id" class="nest-1">' in row[: row.index("</tr>")]

@@ -160,8 +160,8 @@ def _head(query: ListQuery) -> str:
 def _cells(row: Row, depth: int = 0) -> str:
     s = row.summary
     sid = escape(s.id)
-    # a family member's id is indented under its parent's
-    nest = f'<span class="seq">{"&nbsp;&nbsp;" * (depth - 1)}└&nbsp;</span>' if depth else ""
+    # a family member's id is indented under its parent's (serve.css)
+    nest = f' class="nest-{min(depth, 3)}"' if depth else ""
     model = escape(f"{s.provider} / {s.model}") if s.provider else ""
     if len(s.models) > 1:
         model += f' <span class="seq">(+{len(s.models) - 1})</span>'
@@ -177,7 +177,7 @@ def _cells(row: Row, depth: int = 0) -> str:
     if s.parent is not None:
         parent = f'<a href="/s/{escape(s.parent)}"><code>{escape(s.parent)}</code></a>'
     cells = [
-        f'<td data-col="id">{nest}<a href="/s/{sid}"><code>{sid}</code></a></td>',
+        f'<td data-col="id"{nest}><a href="/s/{sid}"><code>{sid}</code></a></td>',
         f'<td data-col="model">{model}</td>',
         f'<td data-col="created">{when(s.created)}</td>',
         f'<td class="num" data-col="turns">{s.turns:,}</td>',
