@@ -22,6 +22,7 @@ from tapelog import Session
 from tapelog.audit import cache_report
 from tapelog.cli import cli
 from tapelog.emulator import Emulator
+from tapelog.log import decode
 from tapelog.serve import create_app
 from tapelog.store import JsonlStore
 
@@ -217,3 +218,43 @@ async def test_the_family_is_shown_together_in_sessions_and_serve(tmp_path: Path
     assert order == [later.id, main.id, sub.id]
     row = html[html.index(f'<tr data-id="{sub.id}">') :]
     assert '<td data-col="id" class="nest-1">' in row[: row.index("</tr>")]
+
+
+async def test_the_cache_audit_of_a_family_gives_each_member_and_the_total(
+    tmp_path: Path,
+) -> None:
+    await _main_and_subagent(tmp_path)
+    sessions = sessions_in(tmp_path)
+    (sub,) = [s for s in sessions.values() if s.info.parent is not None]
+    main = sessions[sub.info.parent or ""]
+    runner = CliRunner()
+    where = ["--store", str(tmp_path)]
+    for asked in (sub.id, main.id):  # any member names the family
+        result = runner.invoke(cli, ["cache", asked, "--family", "--json", *where])
+        assert result.exit_code == 0, result.output
+        family = decode(result.output)
+        assert [(m["session"], m["depth"]) for m in family["members"]] == [
+            (main.id, 0),
+            (sub.id, 1),
+        ]
+    reports = [cache_report(main), cache_report(sub)]
+    for member, report in zip(family["members"], reports, strict=True):
+        assert member["totals"] == report.totals.to_json()
+        full = report.totals.prompt_tokens - report.totals.cached_reported
+        assert member["full_price_tokens"] == full
+    assert family["members"][0]["why"] == "main conversation: cold start"
+    assert family["members"][1]["why"] == (
+        "another agent (system prompt and tools differ): cold start"
+    )
+    totals = family["totals"]
+    assert totals["requests"] == 3
+    assert totals["prompt_tokens"] == sum(r.totals.prompt_tokens for r in reports)
+    assert totals["full_price_tokens"] == sum(m["full_price_tokens"] for m in family["members"])
+    text = runner.invoke(cli, ["cache", main.id, "--family", *where], terminal_width=200)
+    assert text.exit_code == 0, text.output
+    assert f"└ {sub.id}" in text.output
+    assert "2 session(s) · 3 request(s)" in text.output
+    missing = runner.invoke(cli, ["cache", "nosuch", "--family", *where])
+    assert missing.exit_code != 0
+    assert "Traceback" not in missing.output
+    assert "no session 'nosuch'" in missing.output
