@@ -207,11 +207,18 @@ async def test_the_family_is_shown_together_in_sessions_and_serve(tmp_path: Path
     result = CliRunner().invoke(cli, ["sessions", "--store", str(tmp_path)], terminal_width=200)
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if "proxy-" in line]
-    assert [next(s for s in sessions if s in row) for row in rows] == [later.id, main.id, sub.id]
+    ids = [row.split("│")[1].strip().removeprefix("└ ") for row in rows]
+    assert ids == [later.id, main.id, sub.id]
     assert f"└ {sub.id}" in rows[2]
     assert "└" not in rows[0] + rows[1]
     shown = f"branched from {main.id}"
     assert shown in CliRunner().invoke(cli, ["show", sub.id, "--store", str(tmp_path)]).output
+    page = tmp_path / "report.html"
+    reported = CliRunner().invoke(
+        cli, ["report", sub.id, "-o", str(page), "--store", str(tmp_path)]
+    )
+    assert reported.exit_code == 0, reported.output
+    assert f"{shown} at seq " in page.read_text()  # the timeline's first entry
     with TestClient(create_app(JsonlStore(tmp_path)), base_url="http://127.0.0.1") as client:
         html = client.get("/").text
     order = re.findall(r'<tr data-id="([^"]+)">', html)
