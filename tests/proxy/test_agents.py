@@ -265,3 +265,20 @@ async def test_the_cache_audit_of_a_family_gives_each_member_and_the_total(
     assert missing.exit_code != 0
     assert "Traceback" not in missing.output
     assert "no session 'nosuch'" in missing.output
+
+
+async def test_the_subagents_next_request_continues_its_own_session(tmp_path: Path) -> None:
+    async with in_process(tmp_path) as (_, emu, http):
+        first = [{"role": "user", "content": "Say hello"}]
+        hello = await _send(http, _body(MAIN_SYSTEM, MAIN_TOOLS, first))
+        sub: list[Any] = [*first, {"role": "assistant", "content": hello}]
+        for turn in range(3):
+            sub.append({"role": "user", "content": f"extract {turn}"})
+            text = await _send(http, _body(SUB_SYSTEM, SUB_TOOLS, sub))
+            sub.append({"role": "assistant", "content": text})
+    sessions = sessions_in(tmp_path)
+    assert len(sessions) == 2
+    (branch,) = [s for s in sessions.values() if s.info.parent is not None]
+    assert len([e for e in branch.events if e.type == "turn/start"]) == 3
+    assert not [e for e in branch.events if isinstance(e.surface_op, dict)]
+    assert_rebuilds(sessions, emu)
