@@ -76,3 +76,10 @@ def test_client_signals() -> None:
     assert client_signal({}, {"session_id": "s"}) == Signal("session_id", "s")
     assert client_signal({}, {"x-codex-window-id": "w"}) == Signal("x-codex-window-id", "w")
     assert client_signal({"prompt_cache_key": ""}, {"session_id": "x" * 500}) is None
+
+
+def test_a_system_prompt_kept_as_blocks_compares_by_its_text() -> None:
+    blocks = [{"type": "text", "text": "You are Claude Code."}, {"type": "text", "text": PROMPT}]
+    agent = Agent.of(blocks, [{"name": "read"}], "m")
+    assert agent == Agent("You are Claude Code.\n" + PROMPT, frozenset({"read"}), "m")
+    assert Agent.of(None, (), "m").system == ""

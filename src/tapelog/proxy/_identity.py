@@ -72,9 +72,11 @@ class Agent:
     model: str
 
     @classmethod
-    def of(cls, system: str | None, tools: Iterable[Mapping[str, Any]], model: str) -> Agent:
+    def of(cls, system: Any, tools: Iterable[Mapping[str, Any]], model: str) -> Agent:
+        """``system`` as a string, or as blocks (their texts joined: a system
+        prompt kept as blocks compares by what it says)."""
         names = frozenset(str(t.get("name", "")) for t in tools)
-        return cls(system or "", names, model)
+        return cls(_text_of(system), names, model)
 
     @classmethod
     def of_header(cls, header: EpochHeader) -> Agent:
@@ -105,6 +107,16 @@ class Who:
         if self.signal is not None:
             out["client"] = self.signal.to_json()
         return out
+
+
+def _text_of(system: Any) -> str:
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list | tuple):
+        return "\n".join(
+            b["text"] for b in system if isinstance(b, Mapping) and isinstance(b.get("text"), str)
+        )
+    return ""
 
 
 def _usable(value: Any) -> str | None:
