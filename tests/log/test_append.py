@@ -274,9 +274,9 @@ PAYLOAD_CASES: list[tuple[str, Any, type[TapelogError], str]] = [
     ),
     (
         "session/origin",
-        {"parent": "p"},
+        {"parent_seq": 3, "client": {"signal": "session_id", "id": "c"}},
         EventError,
-        "session/origin: data.parent and data.parent_seq come together",
+        "session/origin: data.parent_seq needs data.parent",
     ),
     (
         "session/origin",

@@ -282,3 +282,44 @@ async def test_the_subagents_next_request_continues_its_own_session(tmp_path: Pa
     assert len([e for e in branch.events if e.type == "turn/start"]) == 3
     assert not [e for e in branch.events if isinstance(e.surface_op, dict)]
     assert_rebuilds(sessions, emu)
+
+
+async def test_a_side_call_of_the_same_client_run_joins_its_family(tmp_path: Path) -> None:
+    """Claude Code names its run in every request (``x-claude-code-session-id``):
+    a title call that shares no history with the main conversation is its own
+    session, listed under the run's first one; another run's is not."""
+    run = {"x-claude-code-session-id": "e9ca04c8-2fb8-4917-893d-c4d88c7f527d"}
+    async with in_process(tmp_path) as (_, emu, http):
+        main = [{"role": "user", "content": "Fix the bug"}]
+        await _send(http, _body(MAIN_SYSTEM, MAIN_TOOLS, main), **run)
+        title = [{"role": "user", "content": "Write a 5-word title for: Fix the bug."}]
+        await _send(http, _body("You write titles.", [], title), **run)
+        await _send(
+            http,
+            _body("You write titles.", [], title),
+            **{**run, "x-claude-code-session-id": "other"},
+        )
+    sessions = sessions_in(tmp_path)
+    assert len(sessions) == 3
+    (first,) = [s for s in sessions.values() if _user_texts(s) == ["Fix the bug"]]
+    side = [s for s in sessions.values() if s is not first]
+    linked = [s for s in side if s.info.parent is not None]
+    assert len(linked) == 1
+    origin = _origin(linked[0])
+    assert origin is not None
+    assert origin["parent"] == first.id
+    assert "parent_seq" not in origin
+    assert origin["why"] == "the same client run (x-claude-code-session-id), no shared history"
+    assert origin["client"] == {
+        "signal": "x-claude-code-session-id",
+        "id": run["x-claude-code-session-id"],
+    }
+    assert_rebuilds(sessions, emu)
+
+
+def _user_texts(session: Session) -> list[str]:
+    return [
+        m["content"][0]["text"]
+        for m in session.derive_messages()
+        if m["role"] == "user" and m["content"]
+    ]

@@ -300,8 +300,8 @@ def _origin(etype: str, data: Mapping[str, Any]) -> None:
     branched from and where, and the client's own id of its conversation."""
     parent = _optional(etype, data, "parent", str)
     seq = _optional(etype, data, "parent_seq", int)
-    if (parent is None) != (seq is None):
-        raise _fail(etype, "data.parent and data.parent_seq come together")
+    if parent is None and seq is not None:
+        raise _fail(etype, "data.parent_seq needs data.parent")
     if seq is not None and seq < 0:
         raise _fail(etype, "data.parent_seq must not be negative")
     _optional(etype, data, "why", str)

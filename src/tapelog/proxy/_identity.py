@@ -22,6 +22,10 @@ The rule (docs/proxy.md, "Which session a request belongs to"):
    stays one session, with a named break;
 3. **another agent**: anything else (a different prompt and a different tool
    set or model) starts its own session, linked to the parent.
+
+A new conversation whose signal names a client run (:data:`RUN_SIGNALS`) that
+already has a session joins that run's family (``_routing``), so a side call
+that shares no history is still listed with the conversation it serves.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from tapelog.log import decode
 from tapelog.log._api import EpochHeader, Session
 
 __all__ = [
+    "RUN_SIGNALS",
     "Agent",
     "Signal",
     "Who",
@@ -99,14 +104,28 @@ class Who:
             Agent.of_header(header), self.agent, session_signal(session), self.signal
         )
 
-    def origin(self, parent: str | None = None, seq: int = 0, why: str = "") -> dict[str, Any]:
-        """The ``session/origin`` of a session it starts (empty: nothing to say)."""
+    def origin(
+        self, parent: str | None = None, seq: int | None = None, why: str = ""
+    ) -> dict[str, Any]:
+        """The ``session/origin`` of a session it starts (empty: nothing to say);
+        ``seq`` ``None``: it shares no history with ``parent``."""
         out: dict[str, Any] = {}
         if parent is not None:
-            out.update(parent=parent, parent_seq=seq, why=why)
+            out["parent"] = parent
+            if seq is not None:
+                out["parent_seq"] = seq
+            out["why"] = why
         if self.signal is not None:
             out["client"] = self.signal.to_json()
         return out
+
+
+RUN_SIGNALS = frozenset(
+    {"x-claude-code-session-id", "metadata.user_id", "session_id", "x-codex-window-id"}
+)
+"""Signals that name a client *run* (the session of a coding agent), which
+its side calls share: a new conversation with one joins that run's family.
+Not ``prompt_cache_key``: an application may use one key for many users."""
 
 
 def _text_of(system: Any) -> str:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from tapelog._errors import ProxyError, SessionLockedError, SessionNotFoundError
-from tapelog.proxy._identity import Who
+from tapelog.proxy._identity import RUN_SIGNALS, Signal, Who
 from tapelog.proxy._index import Match, Point
 from tapelog.proxy._sessions import Sessions, SessionState
 
@@ -37,6 +38,7 @@ __all__ = ["DEFAULT_LOCK_WAIT", "Assigned", "Router"]
 DEFAULT_LOCK_WAIT = 2.0
 """How long a request waits for a session another replica holds (seconds)."""
 _RETRY = 0.01
+_RUNS = 10_000  # client runs remembered (oldest forgotten first)
 _ATTEMPTS = 16  # matches lost to a request of this replica that took the session first
 
 
@@ -57,6 +59,7 @@ class Router:
         self.sessions = sessions
         self.lock_wait = lock_wait
         self._explicit = asyncio.Lock()
+        self._runs: dict[Signal, str] = {}  # a client run's first session (this replica's)
 
     async def assign(
         self,
@@ -119,10 +122,7 @@ class Router:
                 state = await sessions.fork(point, source)
                 await state.lock.acquire()
                 return Assigned(state, "fork", point.session_id)
-            origin = None if who is None else who.origin()
-            state = await sessions.create(origin=origin or None)
-            await state.lock.acquire()
-            return Assigned(state, "new")
+            return await self._new(who)
         raise ProxyError("the proxy is busy with this conversation; retry", status=409)
 
     async def _put_back(self, state: SessionState) -> None:
@@ -133,6 +133,30 @@ class Router:
         finally:
             self.sessions.settle(state)
             state.lock.release()
+
+    async def _new(self, who: Who | None) -> Assigned:
+        """A new session; one whose client names a run this replica saw joins
+        that run's family: its first session is its parent (no seq: they share
+        no history), so a side call lists with the conversation it serves."""
+        origin: dict[str, Any] = {}
+        run = None
+        if who is not None:
+            signal = who.signal
+            run = signal if signal is not None and signal.kind in RUN_SIGNALS else None
+            parent = None if run is None else self._runs.get(run)
+            if parent is not None and run is not None:
+                why = f"the same client run ({run.kind}), no shared history"
+                origin = who.origin(parent, None, why)
+            else:
+                origin = who.origin()
+        state = await self.sessions.create(origin=origin or None)
+        if run is not None and run not in self._runs:
+            self._runs[run] = state.id
+            if len(self._runs) > _RUNS:
+                del self._runs[next(iter(self._runs))]
+        await state.lock.acquire()
+        how = "branch" if "parent" in origin else "new"
+        return Assigned(state, how, origin.get("parent"), origin.get("why", ""))
 
     async def _branch(self, point: Point, why: str, who: Who | None) -> Assigned:
         """A new session for another agent's request that shares ``point``'s
