@@ -221,6 +221,9 @@ async def test_the_family_is_shown_together_in_sessions_and_serve(tmp_path: Path
     assert f"{shown} at seq " in page.read_text()  # the timeline's first entry
     with TestClient(create_app(JsonlStore(tmp_path)), base_url="http://127.0.0.1") as client:
         html = client.get("/").text
+        family = client.get(f"/s/{sub.id}").text
+    assert "<b>Family</b>" in family
+    assert f'<a href="/s/{main.id}">' in family
     order = re.findall(r'<tr data-id="([^"]+)">', html)
     assert order == [later.id, main.id, sub.id]
     row = html[html.index(f'<tr data-id="{sub.id}">') :]
