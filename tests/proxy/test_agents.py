@@ -326,3 +326,39 @@ def _user_texts(session: Session) -> list[str]:
         for m in session.derive_messages()
         if m["role"] == "user" and m["content"]
     ]
+
+
+async def test_an_agent_that_takes_its_conversation_back_after_a_handoff_continues_it(
+    tmp_path: Path,
+) -> None:
+    """Agent A hands the conversation to agent B (its own prompt and tools), then
+    takes it back: B's turn is a branch, and A's next request, which holds B's
+    answer, continues A's own session (not a second branch off B's)."""
+    async with in_process(tmp_path) as (_, emu, http):
+        history: list[Any] = [{"role": "user", "content": "book a flight"}]
+        history.append(
+            {
+                "role": "assistant",
+                "content": await _send(http, _body(MAIN_SYSTEM, MAIN_TOOLS, history)),
+            }
+        )
+        history.append({"role": "user", "content": "to Paris"})
+        history.append(
+            {
+                "role": "assistant",
+                "content": await _send(http, _body(SUB_SYSTEM, SUB_TOOLS, history)),
+            }
+        )
+        history.append({"role": "user", "content": "thanks"})
+        await _send(http, _body(MAIN_SYSTEM, MAIN_TOOLS, history))
+    sessions = sessions_in(tmp_path)
+    assert len(sessions) == 2
+    (b,) = [s for s in sessions.values() if s.info.parent is not None]
+    a = sessions[b.info.parent or ""]
+    assert len([e for e in a.events if e.type == "turn/start"]) == 2
+    assert [e.type for e in a.events if e.type.startswith("request/")] == ["request/header"]
+    assert not [e for e in a.events if isinstance(e.surface_op, dict)]
+    # B's answer is in A's log as a message the client sent
+    sent = [e for e in a.events if e.type == "assistant/message"]
+    assert [e.data["source"].get("kind") for e in sent] == [None, "client", None]
+    assert_rebuilds(sessions, emu)

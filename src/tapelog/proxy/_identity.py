@@ -104,6 +104,11 @@ class Who:
             Agent.of_header(header), self.agent, session_signal(session), self.signal
         )
 
+    def same_as(self, other: Who) -> bool:
+        """Whether ``other``'s request would continue a session whose last
+        request was this one's (the rule, on what each request says)."""
+        return another_agent(self.agent, other.agent, self.signal, other.signal) is None
+
     def origin(
         self, parent: str | None = None, seq: int | None = None, why: str = ""
     ) -> dict[str, Any]:

@@ -8,7 +8,10 @@ every replica recorded: **extend**, **retry** or **edit** open the matched sessi
 another agent of the client sent (``_identity``: a subagent that holds the
 main conversation's first exchange under its own system prompt and tools)
 **branches** instead: a new session, seeded with nothing, whose
-``session/origin`` names the matched session and point.
+``session/origin`` names the matched session and point. The router remembers
+who sent each session's last request, so a match on another agent's session
+gives way to a shorter one of the request's own agent (``SessionIndex.match``,
+``fits``): an agent taking its conversation back after a handoff.
 
 The per-session lock spans replicas: opening a session for writing takes the
 store's write lock (an advisory lock in PostgreSQL, ``flock`` for JSONL), so
@@ -25,7 +28,7 @@ forgotten, and the request matched again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tapelog._errors import ProxyError, SessionLockedError, SessionNotFoundError
@@ -60,6 +63,7 @@ class Router:
         self.lock_wait = lock_wait
         self._explicit = asyncio.Lock()
         self._runs: dict[Signal, str] = {}  # a client run's first session (this replica's)
+        self._agents: dict[str, Who] = {}  # who sent each session's last request here
 
     async def assign(
         self,
@@ -85,7 +89,7 @@ class Router:
         attempts = 0
         while attempts < _ATTEMPTS:
             await sessions.refresh()
-            match: Match = sessions.index.match(chain, keys, busy)
+            match: Match = sessions.index.match(chain, keys, busy, self._fits(who))
             point = match.point
             if match.kind in ("extend", "retry", "edit"):
                 assert point is not None
@@ -106,7 +110,7 @@ class Router:
                 await state.lock.acquire()
                 why = None if who is None else who.differs(state.session)
                 if why is None:
-                    return Assigned(state, match.kind)
+                    return self._assigned(Assigned(state, match.kind), who)
                 await self._put_back(state)
                 return await self._branch(point, why, who)
             if match.kind == "fork":
@@ -121,7 +125,7 @@ class Router:
                     return await self._branch(point, why, who)
                 state = await sessions.fork(point, source)
                 await state.lock.acquire()
-                return Assigned(state, "fork", point.session_id)
+                return self._assigned(Assigned(state, "fork", point.session_id), who)
             return await self._new(who)
         raise ProxyError("the proxy is busy with this conversation; retry", status=409)
 
@@ -156,7 +160,9 @@ class Router:
                 del self._runs[next(iter(self._runs))]
         await state.lock.acquire()
         how = "branch" if "parent" in origin else "new"
-        return Assigned(state, how, origin.get("parent"), origin.get("why", ""))
+        return self._assigned(
+            Assigned(state, how, origin.get("parent"), origin.get("why", "")), who
+        )
 
     async def _branch(self, point: Point, why: str, who: Who | None) -> Assigned:
         """A new session for another agent's request that shares ``point``'s
@@ -165,7 +171,30 @@ class Router:
         origin = who.origin(point.session_id, point.seq, why)
         state = await self.sessions.create(origin=origin)
         await state.lock.acquire()
-        return Assigned(state, "branch", point.session_id, why)
+        return self._assigned(Assigned(state, "branch", point.session_id, why), who)
+
+    def _assigned(self, assigned: Assigned, who: Who | None) -> Assigned:
+        """Remember who the session's last request came from (for :meth:`_fits`)."""
+        if who is not None:
+            agents = self._agents
+            agents.pop(assigned.state.id, None)
+            agents[assigned.state.id] = who
+            if len(agents) > _RUNS:
+                del agents[next(iter(agents))]
+        return assigned
+
+    def _fits(self, who: Who | None) -> Callable[[str], bool] | None:
+        """Whether a session is ``who``'s agent's, as far as this replica knows
+        (a session it did not route a request to since it started: yes)."""
+        if who is None:
+            return None
+        agents = self._agents
+
+        def fits(session_id: str) -> bool:
+            last = agents.get(session_id)
+            return last is None or last.same_as(who)
+
+        return fits
 
     async def _named(self, session_id: str) -> SessionState:
         """The named session, opened or created, its lock held. A state whose
