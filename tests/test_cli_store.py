@@ -213,8 +213,8 @@ def test_sessions_newest_first_and_json(root: Path) -> None:
     table = run("sessions", "--store", str(root))
     assert table.exit_code == 0, table.output
     rows = [line for line in table.stdout.splitlines() if line.startswith("│")]
-    # the fork was created by the parent's clock, after the parent
-    assert [row.split("│")[1].strip() for row in rows] == ["fork", "newer", "older"]
+    # newest first, but a fork (created after its parent) is listed under it
+    assert [row.split("│")[1].strip() for row in rows] == ["newer", "└ fork", "older"]
     assert "2023-11-14 22:13:20" in table.stdout
     as_json = run("sessions", "--store", str(root), "--json")
     assert as_json.exit_code == 0

@@ -57,6 +57,12 @@ VALID: dict[str, dict[str, Any]] = {
     "compact/summary": {"provider": "openai", "model": "m", "max_tokens": 100},
     "compact/end": {},
     "session/end-seed": {"parent": "p", "seed_length": 3},
+    "session/origin": {
+        "parent": "p",
+        "parent_seq": 7,
+        "why": "another agent",
+        "client": {"signal": "prompt_cache_key", "id": "k"},
+    },
     "log/digest": {"bytes": 120, "sha256": "0" * 64},
 }
 

@@ -291,6 +291,24 @@ PAYLOAD_CASES: list[tuple[str, Any, type[TapelogError], str]] = [
         "request/header-delta: unknown delta field 'reason'",
     ),
     (
+        "session/origin",
+        {"parent_seq": 3, "client": {"signal": "session_id", "id": "c"}},
+        EventError,
+        "session/origin: data.parent_seq needs data.parent",
+    ),
+    (
+        "session/origin",
+        {"why": "x"},
+        EventError,
+        "session/origin: an origin needs a parent or a client",
+    ),
+    (
+        "session/origin",
+        {"client": {"signal": "prompt_cache_key"}},
+        EventError,
+        "session/origin: data.client needs string signal and id",
+    ),
+    (
         "compact/summary",
         _with("compact/summary", max_tokens="100"),
         EventError,
@@ -316,6 +334,7 @@ def test_every_event_type_has_a_valid_example_and_accepts_it() -> None:
     session = Session("s", clock=lambda: 5)
     # In an order the loop could log them (the structural rules hold too).
     order = [
+        "session/origin",
         "session/end-seed",
         "compact/start",
         "compact/summary",

@@ -110,6 +110,7 @@ def full_session(session_id: str = "full-1") -> Session:
     )
     s.append("compact/end", {})
     s.append("session/end-seed", {"note": "every type once"})
+    s.append("session/origin", {"client": {"signal": "session_id", "id": "c-1"}, "note": 1})
     return s
 
 

@@ -91,7 +91,22 @@ def _event_item(event: Event, calls: dict[str, str]) -> str | None:
     if kind == "session/end-seed":
         text = f"inherited seed from {data.get('parent')} ends"
         return _item(seq, "header", "fork", escape(text))
+    if kind == "session/origin":
+        return _item(seq, "header", "origin", escape(_origin_text(data)))
     return None
+
+
+def _origin_text(data: Mapping[str, Any]) -> str:
+    """Where a proxied session came from: the session it branched off, and the
+    client's own id of the conversation."""
+    parts = []
+    if "parent" in data:
+        why = f": {data['why']}" if data.get("why") else ""
+        parts.append(f"branched from {data['parent']} at seq {data['parent_seq']}{why}")
+    client = data.get("client")
+    if client is not None:
+        parts.append(f"client conversation {client['id']} ({client['signal']})")
+    return " · ".join(parts)
 
 
 def _compaction_item(event: Event) -> str | None:

@@ -13,13 +13,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tapelog._errors import SessionNotFoundError
 from tapelog.audit import CacheReport, RequestDiff, request_diff
 from tapelog.audit._api import edit_sentence, header_sentence
 from tapelog.cli._checkpointed import checkpointed_audit
 from tapelog.cli._common import store_option
+from tapelog.cli._family import family_json, family_members, family_table
 from tapelog.cli._store_cmds import load_target
+from tapelog.cli._stores import open_store, store_label
 from tapelog.cli._terminal import terminal_text
 from tapelog.log import encode
+from tapelog.store._api import validate_session_id
 
 __all__ = ["COMMANDS"]
 
@@ -99,8 +103,17 @@ def cache_breaks_text(report: CacheReport) -> str:
 @click.argument("target", metavar="SESSION")
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/cli.md).")
-def cache_cmd(target: str, store: str | None, as_json: bool) -> None:
+@click.option(
+    "--family",
+    is_flag=True,
+    help="Audit every session of SESSION's client run (its parent, branches and forks): "
+    "one line each, and the total.",
+)
+def cache_cmd(target: str, store: str | None, as_json: bool, family: bool) -> None:
     """Audit the prompt cache of SESSION: reported vs expected per request, and why it dropped."""
+    if family:
+        _family_cmd(target, store, as_json)
+        return
     report = checkpointed_audit(target, store)
     if as_json:
         click.echo(encode(report.to_json()).decode("utf-8"))
@@ -110,6 +123,18 @@ def cache_cmd(target: str, store: str | None, as_json: bool) -> None:
     breaks = cache_breaks_text(report)
     if breaks:
         console.print(Text(breaks), soft_wrap=True)
+
+
+def _family_cmd(target: str, store: str | None, as_json: bool) -> None:
+    opened = open_store(store)
+    validate_session_id(target)
+    if not opened.exists(target):
+        raise SessionNotFoundError(f"no session {target!r} in {store_label(opened)}")
+    members = family_members(opened, target)
+    if as_json:
+        click.echo(encode(family_json(members)).decode("utf-8"))
+        return
+    _console().print(family_table(members))
 
 
 _VALUE_CHARS = 200

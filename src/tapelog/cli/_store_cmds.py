@@ -33,6 +33,7 @@ from tapelog.log._api import Event, Session, chunk_kind, encode_str
 from tapelog.store import JsonlStore, LoadedSession
 from tapelog.store._api import (
     VerifyReport,
+    in_families,
     read_session_bytes,
     read_session_file,
     validate_session_id,
@@ -343,7 +344,9 @@ def _rows(events: Sequence[Event], chunks: bool) -> Iterable[tuple[str, str, str
 def _title(session: Session) -> str:
     info = session.info
     parts = [f"session {info.id}", f"created {_clock(info.created, date=True)} UTC"]
-    if info.parent is not None:
+    if info.parent is not None and info.seed_length is None:
+        parts.append(f"branched from {info.parent}")
+    elif info.parent is not None:
         parts.append(f"forked from {info.parent} (seed {_count(info.seed_length or 0, 'event')})")
     if info.cwd is not None:
         parts.append(f"cwd {info.cwd}")
@@ -393,7 +396,12 @@ def show_cmd(target: str, store: str | None, chunks: bool) -> None:
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
 def sessions_cmd(store: str | None, as_json: bool) -> None:
-    """List stored sessions, newest first."""
+    """List stored sessions, newest first, each fork or branch under its parent.
+
+    A client run's conversations read together: the main agent's session, then
+    indented under it the sessions its subagents and side calls branched off
+    (and forks), oldest first.
+    """
     opened = open_store(store)
     summaries = opened.list()
     if as_json:
@@ -410,13 +418,14 @@ def sessions_cmd(store: str | None, as_json: bool) -> None:
     table.add_column("events", justify="right", no_wrap=True, min_width=6)
     table.add_column("last event (UTC)", min_width=19)
     table.add_column("parent")
-    for s in summaries:
+    for depth, s in in_families(summaries, lambda s: s.id, lambda s: s.parent):
+        name = Text(("  " * (depth - 1) + "└ " if depth else "") + s.id)
         if s.error is not None:
             error = terminal_text(s.error)
-            table.add_row(Text(s.id), Text("unreadable"), Text("?"), Text(error), Text(""))
+            table.add_row(name, Text("unreadable"), Text("?"), Text(error), Text(""))
             continue
         table.add_row(
-            Text(s.id),
+            name,
             Text(_clock(s.created, date=True) if s.created is not None else ""),
             Text(str(s.events)),
             Text(_clock(s.last_time, date=True) if s.last_time is not None else ""),

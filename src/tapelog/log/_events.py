@@ -62,6 +62,7 @@ EVENT_TYPES: Final = frozenset(
         "compact/summary",
         "compact/end",
         "session/end-seed",
+        "session/origin",
         "log/digest",
     }
 )

@@ -354,6 +354,23 @@ def _end_seed(etype: str, data: Mapping[str, Any]) -> None:
     _optional(etype, data, "seed_length", int)
 
 
+def _origin(etype: str, data: Mapping[str, Any]) -> None:
+    """Where a session came from (the proxy logs it first): the session it
+    branched from and where, and the client's own id of its conversation."""
+    parent = _optional(etype, data, "parent", str)
+    seq = _optional(etype, data, "parent_seq", int)
+    if parent is None and seq is not None:
+        raise _fail(etype, "data.parent_seq needs data.parent")
+    if seq is not None and seq < 0:
+        raise _fail(etype, "data.parent_seq must not be negative")
+    _optional(etype, data, "why", str)
+    client = _optional(etype, data, "client", dict)
+    if client is not None and not all(type(client.get(k)) is str for k in ("signal", "id")):
+        raise _fail(etype, "data.client needs string signal and id")
+    if parent is None and client is None:
+        raise _fail(etype, "an origin needs a parent or a client")
+
+
 _HEX: Final = frozenset("0123456789abcdef")
 
 
@@ -388,6 +405,7 @@ _RULES: Final[dict[str, Callable[[str, Mapping[str, Any]], None]]] = {
     "compact/start": _compact_start,
     "compact/summary": _summary,
     "compact/end": _compact_end,
+    "session/origin": _origin,
     "session/end-seed": _end_seed,
     "log/digest": _digest,
 }

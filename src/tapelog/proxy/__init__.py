@@ -68,7 +68,12 @@ logged answer joins it; one that still holds that answer at the same place
 but changed something before it joins it with a replace; one that shares a
 prefix with an earlier turn end of a session is logged as a fork of it (the
 store's fork: the seed up to that ``turn/end``, then ``session/end-seed``);
-anything else starts a new session named ``proxy-<time>-<random>``.
+anything else starts a new session named ``proxy-<time>-<random>``. A matched
+request of another agent of the client (``_identity``: a different system
+prompt and tool set or model, or another conversation id the client gives)
+branches instead: a new session linked to the matched one by its first
+event, ``session/origin``, so a subagent's request is never logged as a
+rewrite of the main agent's header.
 Comparison uses loose message keys (reasoning, whitespace around text and the
 formatting of tool arguments ignored), then the exact wire bytes; a change
 the model sees is a logged replace from the first changed message to the

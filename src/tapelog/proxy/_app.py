@@ -50,6 +50,7 @@ from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._body_prefix import BodyPrefixes
 from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
+from tapelog.proxy._identity import Agent, Who, client_signal
 from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._responses_out import ResponseIds, ResponsesAnswer
@@ -293,7 +294,11 @@ class Proxy:
                 validate_session_id(explicit)
             raw = await self._read(request)
             parsed, messages, chain = self._understand(family, raw, request)
-            assigned = await self.router.assign(explicit, messages.keys, chain)
+            who = Who(
+                Agent.of(parsed.system, parsed.tools, parsed.model),
+                client_signal(parsed.body, request.headers),
+            )
+            assigned = await self.router.assign(explicit, messages.keys, chain, who)
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
@@ -416,6 +421,8 @@ class Proxy:
             changes.append("new session")
         elif assigned.how == "fork":
             changes.append(f"forked from {assigned.parent}")
+        elif assigned.how == "branch":
+            changes.append(f"branched from {assigned.parent}: {assigned.why}")
         elif assigned.how == "retry":
             changes.append("the last request again: its earlier answer replaced")
         if plan.changed is not None and assigned.how != "retry":

@@ -136,10 +136,38 @@ class SessionIndex:
         return self._active.get(session_id, 0)
 
     def match(
-        self, chain: Sequence[bytes], keys: Sequence[bytes], busy: Callable[[str], bool]
+        self,
+        chain: Sequence[bytes],
+        keys: Sequence[bytes],
+        busy: Callable[[str], bool],
+        fits: Callable[[str], bool] | None = None,
     ) -> Match:
         """Where a request whose message chain is ``chain`` (keys ``keys``) belongs;
-        ``busy`` says which sessions are answering a request now."""
+        ``busy`` says which sessions are answering a request now. ``fits`` says
+        which sessions are the request's own agent's (``_identity``): when the
+        match is another agent's, the idle session of its own agent that ends
+        at the longest shorter prefix is extended instead (an agent that takes
+        its conversation back after a handoff); without one, the match stands."""
+        found = self._match(chain, keys, busy)
+        point = found.point
+        if fits is None or point is None or found.kind not in ("extend", "fork"):
+            return found
+        if fits(point.session_id):
+            return found
+        for i in range(min(point.length, len(chain)) - 1, 0, -1):
+            points = self._points.get(chain[i - 1])
+            own = [
+                p
+                for sid, p in (points or {}).items()
+                if self.end(sid) == p and not busy(sid) and fits(sid)
+            ]
+            if own:
+                return Match("extend", max(own, key=lambda p: self._recent(p.session_id)))
+        return found
+
+    def _match(
+        self, chain: Sequence[bytes], keys: Sequence[bytes], busy: Callable[[str], bool]
+    ) -> Match:
         fork: Point | None = None
         for i in range(len(chain), 0, -1):
             points = self._points.get(chain[i - 1])

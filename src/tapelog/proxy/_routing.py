@@ -4,7 +4,14 @@ A request that names its session (``explicit``) gets that one, opened or
 created. Any other is matched against the conversation index (``_index``),
 brought up to date from the store first, so a replica routes a request by what
 every replica recorded: **extend**, **retry** or **edit** open the matched session,
-**fork** seeds a new one at the matched point, **new** creates one.
+**fork** seeds a new one at the matched point, **new** creates one. A request
+another agent of the client sent (``_identity``: a subagent that holds the
+main conversation's first exchange under its own system prompt and tools)
+**branches** instead: a new session, seeded with nothing, whose
+``session/origin`` names the matched session and point. The router remembers
+who sent each session's last request, so a match on another agent's session
+gives way to a shorter one of the request's own agent (``SessionIndex.match``,
+``fits``): an agent taking its conversation back after a handoff.
 
 The per-session lock spans replicas: opening a session for writing takes the
 store's write lock (an advisory lock in PostgreSQL, ``flock`` for JSONL), so
@@ -21,10 +28,12 @@ forgotten, and the request matched again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tapelog._errors import ProxyError, SessionLockedError, SessionNotFoundError
-from tapelog.proxy._index import Match
+from tapelog.proxy._identity import RUN_SIGNALS, Signal, Who
+from tapelog.proxy._index import Match, Point
 from tapelog.proxy._sessions import Sessions, SessionState
 
 __all__ = ["DEFAULT_LOCK_WAIT", "Assigned", "Router"]
@@ -32,15 +41,18 @@ __all__ = ["DEFAULT_LOCK_WAIT", "Assigned", "Router"]
 DEFAULT_LOCK_WAIT = 2.0
 """How long a request waits for a session another replica holds (seconds)."""
 _RETRY = 0.01
+_RUNS = 10_000  # client runs remembered (oldest forgotten first)
 _ATTEMPTS = 16  # matches lost to a request of this replica that took the session first
 
 
 class Assigned:
-    """Where a request went: its state (lock held), how it was found, and
-    the session it forked from."""
+    """Where a request went: its state (lock held), how it was found, the
+    session it forked or branched from, and why it branched."""
 
-    def __init__(self, state: SessionState, how: str, parent: str | None = None) -> None:
-        self.state, self.how, self.parent = state, how, parent
+    def __init__(
+        self, state: SessionState, how: str, parent: str | None = None, why: str = ""
+    ) -> None:
+        self.state, self.how, self.parent, self.why = state, how, parent, why
 
 
 class Router:
@@ -50,13 +62,20 @@ class Router:
         self.sessions = sessions
         self.lock_wait = lock_wait
         self._explicit = asyncio.Lock()
+        self._runs: dict[Signal, str] = {}  # a client run's first session (this replica's)
+        self._agents: dict[str, Who] = {}  # who sent each session's last request here
 
     async def assign(
-        self, explicit: str | None, keys: Sequence[bytes], chain: Sequence[bytes]
+        self,
+        explicit: str | None,
+        keys: Sequence[bytes],
+        chain: Sequence[bytes],
+        who: Who | None = None,
     ) -> Assigned:
         """The session of a request whose messages have these loose ``keys`` and
-        prefix ``chain``, its lock held; :class:`SessionLockedError` when the
-        named session stays held elsewhere."""
+        prefix ``chain``, sent by ``who``, its lock held; :class:`SessionLockedError`
+        when the named session stays held elsewhere. A request of another agent
+        than the matched session's (``_identity``) branches off it."""
         if explicit is not None:
             return Assigned(await self._named(explicit), "explicit")
         sessions = self.sessions
@@ -70,7 +89,7 @@ class Router:
         attempts = 0
         while attempts < _ATTEMPTS:
             await sessions.refresh()
-            match: Match = sessions.index.match(chain, keys, busy)
+            match: Match = sessions.index.match(chain, keys, busy, self._fits(who))
             point = match.point
             if match.kind in ("extend", "retry", "edit"):
                 assert point is not None
@@ -89,20 +108,93 @@ class Router:
                     attempts += 1
                     continue
                 await state.lock.acquire()
-                return Assigned(state, match.kind)
+                why = None if who is None else who.differs(state.session)
+                if why is None:
+                    return self._assigned(Assigned(state, match.kind), who)
+                await self._put_back(state)
+                return await self._branch(point, why, who)
             if match.kind == "fork":
                 assert point is not None
                 try:
-                    state = await sessions.fork(point)
+                    source = await sessions.source(point)
                 except SessionNotFoundError:
                     sessions.index.forget(point.session_id)
                     continue
+                why = None if who is None else who.differs(source)
+                if why is not None:
+                    return await self._branch(point, why, who)
+                state = await sessions.fork(point, source)
                 await state.lock.acquire()
-                return Assigned(state, "fork", point.session_id)
-            state = await sessions.create()
-            await state.lock.acquire()
-            return Assigned(state, "new")
+                return self._assigned(Assigned(state, "fork", point.session_id), who)
+            return await self._new(who)
         raise ProxyError("the proxy is busy with this conversation; retry", status=409)
+
+    async def _put_back(self, state: SessionState) -> None:
+        """Let go of a session opened for a request that went elsewhere: its
+        writer closed (any replica may take it), then its lock."""
+        try:
+            await asyncio.to_thread(self.sessions.release, state, None)
+        finally:
+            self.sessions.settle(state)
+            state.lock.release()
+
+    async def _new(self, who: Who | None) -> Assigned:
+        """A new session; one whose client names a run this replica saw joins
+        that run's family: its first session is its parent (no seq: they share
+        no history), so a side call lists with the conversation it serves."""
+        origin: dict[str, Any] = {}
+        run = None
+        if who is not None:
+            signal = who.signal
+            run = signal if signal is not None and signal.kind in RUN_SIGNALS else None
+            parent = None if run is None else self._runs.get(run)
+            if parent is not None and run is not None:
+                why = f"the same client run ({run.kind}), no shared history"
+                origin = who.origin(parent, None, why)
+            else:
+                origin = who.origin()
+        state = await self.sessions.create(origin=origin or None)
+        if run is not None and run not in self._runs:
+            self._runs[run] = state.id
+            if len(self._runs) > _RUNS:
+                del self._runs[next(iter(self._runs))]
+        await state.lock.acquire()
+        how = "branch" if "parent" in origin else "new"
+        return self._assigned(
+            Assigned(state, how, origin.get("parent"), origin.get("why", "")), who
+        )
+
+    async def _branch(self, point: Point, why: str, who: Who | None) -> Assigned:
+        """A new session for another agent's request that shares ``point``'s
+        history: linked to it (``session/origin``), seeded with nothing."""
+        assert who is not None
+        origin = who.origin(point.session_id, point.seq, why)
+        state = await self.sessions.create(origin=origin)
+        await state.lock.acquire()
+        return self._assigned(Assigned(state, "branch", point.session_id, why), who)
+
+    def _assigned(self, assigned: Assigned, who: Who | None) -> Assigned:
+        """Remember who the session's last request came from (for :meth:`_fits`)."""
+        if who is not None:
+            agents = self._agents
+            agents.pop(assigned.state.id, None)
+            agents[assigned.state.id] = who
+            if len(agents) > _RUNS:
+                del agents[next(iter(agents))]
+        return assigned
+
+    def _fits(self, who: Who | None) -> Callable[[str], bool] | None:
+        """Whether a session is ``who``'s agent's, as far as this replica knows
+        (a session it did not route a request to since it started: yes)."""
+        if who is None:
+            return None
+        agents = self._agents
+
+        def fits(session_id: str) -> bool:
+            last = agents.get(session_id)
+            return last is None or last.same_as(who)
+
+        return fits
 
     async def _named(self, session_id: str) -> SessionState:
         """The named session, opened or created, its lock held. A state whose

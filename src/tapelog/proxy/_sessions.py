@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tapelog.checker._api import RequestChecker
 from tapelog.llm._api import BodyCache
@@ -220,9 +221,19 @@ class Sessions:
             self.unclaim(session_id)
         return self._install(state)
 
-    async def create(self, session_id: str | None = None) -> SessionState:
-        """A new stored session (named ``proxy-...`` unless ``session_id`` is given)."""
-        session = Session(session_id or PROXY_PREFIX + new_session_id())
+    async def create(
+        self,
+        session_id: str | None = None,
+        *,
+        origin: Mapping[str, Any] | None = None,
+    ) -> SessionState:
+        """A new stored session (named ``proxy-...`` unless ``session_id`` is given);
+        ``origin`` is logged first as its ``session/origin`` (its ``parent``, if
+        any, named in the session's header too)."""
+        parent = None if origin is None else origin.get("parent")
+        session = Session(session_id or PROXY_PREFIX + new_session_id(), parent=parent)
+        if origin is not None:
+            session.append("session/origin", origin)
         self.claim(session.id)
         try:
             state = await asyncio.to_thread(self._created, session)
@@ -230,14 +241,12 @@ class Sessions:
             self.unclaim(session.id)
         return self._install(state)
 
-    async def fork(self, point: Point) -> SessionState:
-        """A new stored session seeded with ``point``'s session up to its
-        ``turn/end`` (``Session.fork``: the seed ends with ``session/end-seed``)."""
-        parent = self.get(point.session_id) or self._parked.get(point.session_id)
-        if parent is not None and len(parent.session) > point.seq:
-            source = parent.session  # events are only appended: its first ones are the store's
-        else:
-            source = (await asyncio.to_thread(self.store.load, point.session_id)).session
+    async def fork(self, point: Point, source: Session | None = None) -> SessionState:
+        """A new stored session seeded with ``point``'s session (``source``, when
+        the caller has it from :meth:`source`) up to its ``turn/end``
+        (``Session.fork``: the seed ends with ``session/end-seed``)."""
+        if source is None:
+            source = await self.source(point)
         child = source.fork(point.seq, id=PROXY_PREFIX + new_session_id())
         self.claim(child.id)
         try:
@@ -245,6 +254,14 @@ class Sessions:
         finally:
             self.unclaim(child.id)
         return self._install(state)
+
+    async def source(self, point: Point) -> Session:
+        """``point``'s session, holding at least its events up to the point: an
+        open or parked state's, else loaded from the store (in a thread)."""
+        parent = self.get(point.session_id) or self._parked.get(point.session_id)
+        if parent is not None and len(parent.session) > point.seq:
+            return parent.session  # events are only appended: its first ones are the store's
+        return (await asyncio.to_thread(self.store.load, point.session_id)).session
 
     async def refresh(self) -> int:
         """Fold the store's records this replica has not seen into the index; how many."""

@@ -17,6 +17,7 @@ from html import escape
 from typing import Any, Final
 
 from tapelog.serve._index import Row
+from tapelog.store._api import in_families
 
 __all__ = ["ListQuery", "page", "pct", "sessions_html", "when"]
 
@@ -120,7 +121,19 @@ class ListQuery:
         ordered = sorted(rows, key=lambda r: r.id)
         known = [r for r in ordered if key(r) is not None]
         known.sort(key=key, reverse=self.order == "desc")
-        return known + [r for r in ordered if key(r) is None]
+        out = known + [r for r in ordered if key(r) is None]
+        if self.sort != "created":
+            return out
+        # by creation: each fork or branch under its parent (a client run's family)
+        return [r for _, r in in_families(out, _id_of, _parent_of)]
+
+
+def _id_of(row: Row) -> str:
+    return row.id
+
+
+def _parent_of(row: Row) -> str | None:
+    return row.summary.parent
 
 
 def _matches(row: Row, needle: str, status: str) -> bool:
@@ -144,9 +157,11 @@ def _head(query: ListQuery) -> str:
     return "<tr>" + "".join(cells) + "</tr>"
 
 
-def _cells(row: Row) -> str:
+def _cells(row: Row, depth: int = 0) -> str:
     s = row.summary
     sid = escape(s.id)
+    # a family member's id is indented under its parent's (serve.css)
+    nest = f' class="nest-{min(depth, 3)}"' if depth else ""
     model = escape(f"{s.provider} / {s.model}") if s.provider else ""
     if len(s.models) > 1:
         model += f' <span class="seq">(+{len(s.models) - 1})</span>'
@@ -162,7 +177,7 @@ def _cells(row: Row) -> str:
     if s.parent is not None:
         parent = f'<a href="/s/{escape(s.parent)}"><code>{escape(s.parent)}</code></a>'
     cells = [
-        f'<td data-col="id"><a href="/s/{sid}"><code>{sid}</code></a></td>',
+        f'<td data-col="id"{nest}><a href="/s/{sid}"><code>{sid}</code></a></td>',
         f'<td data-col="model">{model}</td>',
         f'<td data-col="created">{when(s.created)}</td>',
         f'<td class="num" data-col="turns">{s.turns:,}</td>',
@@ -223,7 +238,9 @@ def sessions_html(
         f'<input type="hidden" name="order" value="{query.order}">'
         '<button type="submit">filter</button></form>'
     )
-    body = "".join(f'<tr data-id="{escape(r.id)}">{_cells(r)}</tr>' for r in shown)
+    nested = query.sort == "created"
+    placed = in_families(shown, _id_of, _parent_of) if nested else [(0, r) for r in shown]
+    body = "".join(f'<tr data-id="{escape(r.id)}">{_cells(r, d)}</tr>' for d, r in placed)
     if not shown:
         body = f'<tr><td colspan="{len(_COLUMNS)}" class="empty">No sessions match.</td></tr>'
     matched = f"{len(rows):,} of {total:,}" if len(rows) != total else f"{total:,}"

@@ -113,7 +113,8 @@ def _window_nav(session_id: str, windows: Sequence[ReportWindow], window: Report
 def _forks(
     session_id: str, parents: Mapping[str, str | None], children: Mapping[str, list[str]]
 ) -> str:
-    """The session's family: its root ancestor and every fork below it, this one marked."""
+    """The session's family: its root ancestor and every fork or branch below it,
+    this one marked."""
     root, seen = session_id, {session_id}
     while (parent := parents.get(root)) is not None and parent not in seen and len(seen) < 50:
         root = parent
@@ -136,7 +137,8 @@ def _forks(
         items += f"<li>… {more} more</li>" * (more > 0)
         return f"<li>{label}<ul>{items}</ul></li>"
 
-    return f'<section class="forks"><b>Forks</b><ul>{tree(root, 0)}</ul></section>'
+    # forks, and the sessions the proxy branched off for another agent of the client
+    return f'<section class="forks"><b>Family</b><ul>{tree(root, 0)}</ul></section>'
 
 
 def _nav(session_id: str, status: str, count: int) -> str:

@@ -4,6 +4,7 @@ view, and the types of the port's readers of running sessions (``follow``,
 store (``PointRecord``) (internal: docs/architecture.md).
 """
 
+from tapelog.store._families import in_families
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes, read_session_file
 from tapelog.store._points import PointRecord
@@ -15,6 +16,7 @@ __all__ = [
     "Folded",
     "PointRecord",
     "VerifyReport",
+    "in_families",
     "read_session_bytes",
     "read_session_file",
     "validate_session_id",
