@@ -10,7 +10,8 @@ import pytest
 
 from tapelog.log import decode
 
-from ._carry import MODEL, carry, carry_two
+from .._helpers import assert_rebuilds, post, sessions_in
+from ._carry import CHAT, MODEL, after, assert_carried, carry, carry_two, in_process
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -63,12 +64,37 @@ async def test_top_level_fields_keep_the_clients_order(tmp_path: Path) -> None:
     assert extras == [name for name, _ in reversed(FIELDS[:8])]
 
 
-async def test_a_changed_prompt_cache_key_is_named_by_the_audit(tmp_path: Path) -> None:
+async def test_a_changed_prompt_cache_key_is_another_linked_conversation(
+    tmp_path: Path,
+) -> None:
+    """OpenAI routes a prefix by its key, and a client names its conversation by
+    it (docs/proxy.md, "Another agent of the same client"): the same history
+    under a new key is carried exactly, as its own session linked to the first,
+    whose prefix the audit finds unbroken."""
     first = {"model": MODEL, "messages": HELLO, "prompt_cache_key": "a"}
-    run = await carry_two(tmp_path, first, lambda b: {**b, "prompt_cache_key": "b"})
-    causes = run.causes(2)
-    assert [c["kind"] for c in causes] == ["header-delta"]
-    assert causes[0]["detail"]["config"] == {"extras.prompt_cache_key": ["a", "b"]}
+    async with in_process(tmp_path, provider="openai") as (_, emu, http):
+        answer = await post(http, CHAT, first)
+        assert answer.status_code == 200, answer.text
+        second = {**after(first, answer, {"role": "user", "content": "more"})}
+        second["prompt_cache_key"] = "b"
+        again = await post(http, CHAT, second)
+        assert again.status_code == 200, again.text
+    for body, got in zip([first, second], emu.received, strict=True):
+        assert_carried(body, decode(got.body))
+    sessions = sessions_in(tmp_path)
+    assert_rebuilds(sessions, emu)
+    assert len(sessions) == 2, sorted(sessions)
+    origins = {
+        sid: next(e.data for e in s.events if e.type == "session/origin")
+        for sid, s in sessions.items()
+        if any(e.type == "session/origin" for e in s.events)
+    }
+    ((child, origin),) = [(sid, o) for sid, o in origins.items() if "parent" in o]
+    (parent,) = set(sessions) - {child}
+    assert origin["parent"] == parent
+    assert origin["client"] == {"signal": "prompt_cache_key", "id": "b"}
+    header = next(e for e in sessions[child].events if e.type == "request/header")
+    assert header.data["header"]["config"]["extras"]["prompt_cache_key"] == "b"
 
 
 async def test_the_same_prompt_cache_key_keeps_the_prefix(tmp_path: Path) -> None:
