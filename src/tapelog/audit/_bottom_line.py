@@ -35,7 +35,7 @@ _PHRASES: Final = {
     "trim": "trimmed tool results",
     "new-process": "a new process (its cache lives in the process)",
     "idle-gap": "idle gaps longer than the cache keeps a prefix",
-    "unexplained": "no reason the log shows",
+    "unexplained": "causes the log does not show",
 }
 
 
