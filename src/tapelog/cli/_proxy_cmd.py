@@ -117,12 +117,21 @@ def proxy_command(
     def report(summary: RequestSummary) -> None:
         click.echo(terminal_text(summary.line()))
 
+    said: set[str] = set()
+
+    def unknown(message: str) -> None:
+        # Once per method and path: a client polling /v1/models says it once.
+        if message not in said and len(said) < 1000:
+            said.add(message)
+            click.echo(f"404: {terminal_text(message)}")
+
     sock = listen(host, port)
     proxy = Proxy(
         target,
         sessions,
         check=check,
         on_request=report,
+        on_unknown=unknown,
         scan_limit=resume_sessions,
         check_host=not allow_remote,
         allowed_origins=allow_origins,

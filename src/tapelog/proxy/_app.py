@@ -55,6 +55,7 @@ from tapelog.proxy._sessions import Sessions
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family
+from tapelog.proxy._unknown import unknown_endpoint
 from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
 from tapelog.store import SessionStore
 from tapelog.store._api import validate_session_id
@@ -74,6 +75,8 @@ _ROUTES: Final[dict[str, Family]] = {
     "/v1/responses": "responses",
     "/responses": "responses",
 }
+
+_METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
 class Proxy:
@@ -96,6 +99,7 @@ class Proxy:
         http_client: httpx.AsyncClient | None = None,
         check: bool | None = None,
         on_request: Callable[[RequestSummary], None] | None = None,
+        on_unknown: Callable[[str], None] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         scan_limit: int = 100,
         max_open: int = 64,
@@ -113,6 +117,7 @@ class Proxy:
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
         self.router = Router(self.sessions, lock_wait=lock_wait)
         self.on_request = on_request
+        self.on_unknown = on_unknown
         self.max_body_bytes = max_body_bytes
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
@@ -122,6 +127,7 @@ class Proxy:
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
             routes.append(Route("/s/{session}" + path, self._endpoint(family), methods=["POST"]))
+        routes.append(Route("/{path:path}", self._unknown, methods=_METHODS))
         # Browsers ask before a cross-site JSON POST; only allowed origins get a yes.
         cors = Middleware(
             CORSMiddleware,
@@ -161,6 +167,17 @@ class Proxy:
             yield
         finally:
             await self.aclose()
+
+    async def _unknown(self, request: Request) -> Response:
+        """Any other path: a 404 in the client API's shape saying what to do, and a console line."""
+        problem = self.guard.host_problem(request.headers)
+        if problem is not None:
+            return self._fail(self.upstream.family, problem.status, str(problem))
+        served = [p for p, family in _ROUTES.items() if self.upstream.serves(family)]
+        message = unknown_endpoint(request.method, request.url.path, self.upstream, served)
+        if self.on_unknown is not None:
+            self.on_unknown(message)
+        return self._fail(self.upstream.family, 404, message)
 
     async def _health(self, request: Request) -> Response:
         problem = self.guard.host_problem(request.headers)
