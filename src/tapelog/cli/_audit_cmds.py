@@ -151,7 +151,7 @@ def diff_text(diff: RequestDiff) -> str:
         if header.tools_reordered:
             lines.append("  tools reordered")
         if header.system:
-            lines.append(f"  system prompt ({header.system_lines} line(s) changed):")
+            lines.append(f"  system prompt ({header.system_changed}):")
             lines.extend(f"    {line}" for line in header.system)
         if header.prefix is not None:
             lines.append(f"  prefix: {header.prefix[0]} -> {header.prefix[1]} message(s)")
