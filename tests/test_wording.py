@@ -12,6 +12,7 @@ import re
 from html import unescape
 from pathlib import Path
 
+import click
 import httpx
 import pytest
 from click.testing import CliRunner, Result
@@ -157,3 +158,19 @@ def test_the_report_says_the_bottom_line_before_the_cards(tmp_path: Path) -> Non
     assert found is not None
     assert unescape(found.group(1)) == line.sentence
     assert page.index('class="bottom-line"') < page.index('class="cards"')
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_command_help_reads_as_text_and_describes_every_option(name: str) -> None:
+    """No raw reStructuredText in ``--help``, every option described, and a session
+    argument is called SESSION everywhere (``requests``, ``fork`` as ``cache``)."""
+    command = cli.commands[name]
+    result = _invoke(name, "--help")
+    assert result.exit_code == 0
+    assert "``" not in result.output
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name != "help":
+            assert param.help, f"{name} {param.opts[0]} has no description"
+    assert "TARGET" not in result.output
+    if name in ("requests", "fork", "cache", "diff", "report", "show"):
+        assert re.search(rf"Usage: \S+ {name} \[OPTIONS\] SESSION\b", result.output)

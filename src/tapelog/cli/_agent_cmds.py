@@ -351,7 +351,7 @@ def _read_prompt() -> str | None:
 @_agent_options
 def chat_cmd(**opts: Any) -> None:
     """Chat interactively: Ctrl-C aborts the current turn (logged), Ctrl-D exits,
-    ``/compact`` summarises old history now."""
+    /compact summarises old history now."""
 
     def idle_interrupt() -> None:
         # The prompt is read in a worker thread that a signal cannot interrupt:
@@ -409,7 +409,7 @@ def chat_cmd(**opts: Any) -> None:
 
 
 @click.command("requests")
-@click.argument("target")
+@click.argument("target", metavar="SESSION")
 @store_option
 @click.option(
     "--wire",
@@ -485,7 +485,7 @@ def requests_cmd(
 
 
 @click.command("fork")
-@click.argument("target")
+@click.argument("target", metavar="SESSION")
 @click.option("--at", "at", type=int, required=True, help="Last seq (inclusive) the fork keeps.")
 @click.option("--id", "new_id", default=None, help="Id of the new session (default: generated).")
 @store_option

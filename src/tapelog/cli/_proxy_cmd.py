@@ -46,7 +46,13 @@ def client_settings(host: str, port: int, family: str) -> list[str]:
 )
 @click.option("--base-url", default=None, help="Override the upstream provider's base URL.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8790, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=8790,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: a free one, printed).",
+)
 @click.option(
     "--allow-remote",
     is_flag=True,
