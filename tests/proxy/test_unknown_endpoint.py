@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -54,3 +55,18 @@ def test_anthropic_sdk_gets_its_own_error_shape(tmp_path: Path) -> None:
         "tapelog proxy does not serve GET /v1/models: it records POST /v1/messages"
     )
     assert said == [body["error"]["message"]]
+
+
+def test_a_served_path_with_another_method_is_405_in_the_error_shape(tmp_path: Path) -> None:
+    """A WebSocket upgrade of /v1/responses (Codex) is refused as before: 405, use POST."""
+    said: list[str] = []
+    with (
+        serve(Emulator().app) as emulator,
+        proxy_on(tmp_path, upstream_for("openai", emulator), on_unknown=said.append) as port,
+    ):
+        for path in ("/v1/responses", "/s/mine/v1/chat/completions"):
+            answer = httpx.get(f"http://127.0.0.1:{port}{path}")
+            assert answer.status_code == 405
+            assert answer.headers["allow"] == "POST"
+            assert answer.json()["error"]["message"] == f"{path} accepts POST only, not GET"
+    assert said == []

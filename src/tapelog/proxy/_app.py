@@ -173,8 +173,17 @@ class Proxy:
         problem = self.guard.host_problem(request.headers)
         if problem is not None:
             return self._fail(self.upstream.family, problem.status, str(problem))
+        path = request.url.path
+        if any(path == p or (path.startswith("/s/") and path.endswith(p)) for p in _ROUTES):
+            # A served path with another method (a WebSocket upgrade of /v1/responses):
+            # 405, which clients such as Codex take as "use POST".
+            response = self._fail(
+                self.upstream.family, 405, f"{path} accepts POST only, not {request.method}"
+            )
+            response.headers["allow"] = "POST"
+            return response
         served = [p for p, family in _ROUTES.items() if self.upstream.serves(family)]
-        message = unknown_endpoint(request.method, request.url.path, self.upstream, served)
+        message = unknown_endpoint(request.method, path, self.upstream, served)
         if self.on_unknown is not None:
             self.on_unknown(message)
         return self._fail(self.upstream.family, 404, message)
