@@ -292,3 +292,22 @@ def test_a_step_cut_before_its_first_header_counts_as_the_walk_counts_it(tmp_pat
     session.append("step/end", {"turn": 0, "step": 0, "sent": False, "error": error})
     writer.close()
     assert counts() == (0, 0)
+
+
+def test_a_middle_line_cut_short_is_listed_as_damaged(tmp_path: Path) -> None:
+    """The store's listing reads the ends of a file; the audit's load reads every
+    line, so a session damaged in the middle is listed as damaged once audited."""
+    log = HandLog("cut")
+    log.ask("q1", "a1")
+    log.ask("q2", "a2")
+    write_store(tmp_path, log)
+    path = JsonlStore(tmp_path).path("cut")
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3][: len(lines[3]) // 2]
+    path.write_bytes(b"\n".join(lines))
+    index = _index(tmp_path)
+    index.audit([r.id for r in index.rows()], events=10**9)
+    row = _by_id(index.rows(refresh=False))["cut"]
+    assert row.status == "damaged"
+    assert row.error
+    assert row.lost_tokens is None
