@@ -191,6 +191,11 @@ def test_the_list_says_the_bottom_line_first_and_names_the_worst_session(tmp_pat
     with TestClient(create_app(JsonlStore(tmp_path)), base_url="http://127.0.0.1") as client:
         page = client.get("/").text
         by_lost = [r["id"] for r in _rows(client.get("/?sort=lost&order=desc").text)]
+        session_page = client.get("/s/leaky").text
+    # the session's page says its own bottom line, as `tapelog report` does
+    own = re.search(r'<p class="bottom-line">(.*?)</p>', session_page, flags=re.S)
+    assert own is not None
+    assert unescape(own.group(1)) == line.sentence
     found = re.search(r'<p class="bottom-line">(.*?)</p>', page, flags=re.S)
     assert found is not None
     text = unescape(re.sub(r"<[^>]+>", "", found.group(1)))
