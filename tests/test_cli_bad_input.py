@@ -256,10 +256,14 @@ def test_an_unreadable_session_does_not_squeeze_the_sessions_table(tmp_path: Pat
     )
     assert result.exit_code == 0, result.output
     assert "created (UTC)" in result.output
-    assert "events" in result.output
+    for column in ("efficiency", "lost tok", "status"):
+        assert column in result.output
     fine = next(line for line in result.output.splitlines() if " fine " in line)
     assert re.search(r"│ \d{4}-\d\d-\d\d \d\d:\d\d:\d\d │ +\d+ │", fine), fine
-    assert "unreadable" in result.output
+    assert re.search(r"│ ended +│", fine), fine
+    old = next(line for line in result.output.splitlines() if line.startswith("│ old "))
+    assert re.search(r"│ damaged +│", old), old
+    assert "\ndamaged:\n  old: " in result.output
 
 
 def test_diff_on_a_session_without_requests_says_so(tmp_path: Path) -> None:

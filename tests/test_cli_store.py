@@ -225,7 +225,7 @@ def test_sessions_newest_first_and_json(root: Path) -> None:
     assert by_id["older"]["last_time"] == 1_700_000_001_500
     assert by_id["fork"]["parent"] == "newer"
     assert by_id["fork"]["events"] == 12
-    assert set(by_id["older"]) == {
+    assert list(by_id["older"]) == [
         "id",
         "created",
         "parent",
@@ -233,10 +233,68 @@ def test_sessions_newest_first_and_json(root: Path) -> None:
         "last_time",
         "size",
         "error",
-    }
+        "status",
+        "provider",
+        "model",
+        "requests",
+        "prompt_tokens",
+        "cached_tokens",
+        "hit_ratio",
+        "efficiency",
+        "lost_tokens",
+        "bottom_line",
+    ]
+    assert (by_id["older"]["provider"], by_id["older"]["model"]) == ("emulator", "echo")
+    assert by_id["older"]["status"] == "ended"
+    assert by_id["older"]["error"] is None
+    assert by_id["older"]["lost_tokens"] == 0
+
+
+def test_sessions_lists_a_session_with_a_damaged_middle_line_as_damaged(root: Path) -> None:
+    save(root, chat("fine", created=1_700_000_000_000))
+    path = save(root, chat("cut", created=1_800_000_000_000))
+    lines = path.read_bytes().split(b"\n")
+    lines[4] = lines[4][: len(lines[4]) // 2]  # a middle line cut short
+    path.write_bytes(b"\n".join(lines))
+    listed = {r["id"]: r for r in decode(run("sessions", "--store", str(root), "--json").stdout)}
+    assert listed["fine"]["error"] is None
+    assert listed["cut"]["error"]
+    assert listed["cut"]["status"] == "damaged"
+    table = run("sessions", "--store", str(root))
+    assert table.exit_code == 0
+    row = next(line for line in table.stdout.splitlines() if line.startswith("│ cut"))
+    assert "damaged" in row
+
+
+def test_sessions_columns_bottom_line_and_sort(root: Path) -> None:
+    save(root, chat("older", created=1_700_000_000_000))
+    save(root, chat("newer", created=1_800_000_000_000))
+    table = run("sessions", "--store", str(root))
+    assert table.exit_code == 0, table.output
+    first = table.stdout.splitlines()[0]
+    assert first == (
+        "No prompt tokens paid at full price that the cache could have served, in 2 audited "
+        "sessions."
+    )
+    header = next(line for line in table.stdout.splitlines() if "provider / model" in line)
+    for column in ("provider / model", "hit", "efficiency", "lost tok", "status"):
+        assert column in header
+    by_id = run("sessions", "--store", str(root), "--json", "--sort", "id")
+    assert [r["id"] for r in decode(by_id.stdout)] == ["newer", "older"]
+    bad = run("sessions", "--store", str(root), "--sort", "nonsense")
+    assert bad.exit_code == 2
+
+
+def test_sessions_of_a_store_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    result = run("sessions", "--store", str(missing))
+    assert result.exit_code == 2
+    assert result.stderr == f"error: no store at {missing}: the directory does not exist\n"
+    assert not missing.exists()
 
 
 def test_sessions_empty_store(root: Path) -> None:
+    root.mkdir()
     result = run("sessions", "--store", str(root))
     assert result.exit_code == 0
     assert result.stdout == f"no sessions in {root}\n"

@@ -120,10 +120,16 @@ def test_demo_on_the_emulator(tmp_path: Path) -> None:
 
     # the inspection the demo suggests, pasted as printed: every body file, and
     # its digest as listed
-    show, requests = _hints(done.stdout)
+    show, cache, requests = _hints(done.stdout)
     shown = subprocess.run(_argv(show), capture_output=True, text=True, timeout=60, check=False)
     assert shown.returncode == 0, shown.stderr
     assert "word_count" in shown.stdout
+    # the cache's bottom line, printed by the demo and first by `tapelog cache`
+    audited = subprocess.run(_argv(cache), capture_output=True, text=True, timeout=60, check=False)
+    assert audited.returncode == 0, audited.stderr
+    line = audited.stdout.splitlines()[0]
+    assert line.endswith("in 1 break: all from tool list changes."), line
+    assert f"Cache: {line}" in done.stdout
     out = tmp_path / "bodies"
     listed = subprocess.run(
         [*_argv(requests), "--json"],
@@ -187,8 +193,10 @@ def test_the_commands_to_paste_are_never_wrapped(
     show = f"tapelog show {session_id} --store {store}"
     requests = f"tapelog requests {session_id} --store {store} --out bodies"
     assert len(requests) > 80
-    assert _hints(result.output) == [show, requests]
+    cache = f"tapelog cache {session_id} --store {store}"
+    assert _hints(result.output) == [show, cache, requests]
     assert f"  {show}" in lines
+    assert f"  {cache}" in lines
     assert f"  {requests}" in lines
 
     # run's usage line, with the session id, is one line too

@@ -12,6 +12,7 @@ import re
 from html import unescape
 from pathlib import Path
 
+import click
 import httpx
 import pytest
 from click.testing import CliRunner, Result
@@ -143,3 +144,33 @@ def test_the_report_names_the_seq_of_a_logged_cause(tmp_path: Path) -> None:
     page = render_report(session)
     breaks = page.split('<table class="breaks">', 1)[1].split("</table>", 1)[0]
     assert f"tools +shout (seq {delta})" in unescape(breaks)
+
+
+def test_the_report_says_the_bottom_line_before_the_cards(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    session_id = asyncio.run(_one_tool_session(store, turns=2, reset_cache=True))
+    session = store.load(session_id).session
+    line = cache_report(session).totals.bottom_line
+    assert line.lost_tokens > 0
+    assert line.sentence.endswith("in 1 break: all from causes the log does not show.")
+    page = render_report(session)
+    found = re.search(r'<p class="bottom-line">([^<]*)</p>', page)
+    assert found is not None
+    assert unescape(found.group(1)) == line.sentence
+    assert page.index('class="bottom-line"') < page.index('class="cards"')
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_command_help_reads_as_text_and_describes_every_option(name: str) -> None:
+    """No raw reStructuredText in ``--help``, every option described, and a session
+    argument is called SESSION everywhere (``requests``, ``fork`` as ``cache``)."""
+    command = cli.commands[name]
+    result = _invoke(name, "--help")
+    assert result.exit_code == 0
+    assert "``" not in result.output
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name != "help":
+            assert param.help, f"{name} {param.opts[0]} has no description"
+    assert "TARGET" not in result.output
+    if name in ("requests", "fork", "cache", "diff", "report", "show"):
+        assert re.search(rf"Usage: \S+ {name} \[OPTIONS\] SESSION\b", result.output)

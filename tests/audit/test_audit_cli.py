@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from agent._harness import add, agent_on, shout
+from tapelog.audit import cache_report
 from tapelog.cli import cli
+from tapelog.cli._audit_cmds import cache_caption
 from tapelog.emulator import Emulator
 from tapelog.log import decode
 from tapelog.log._api import Session
@@ -37,6 +40,21 @@ async def test_cache_prints_a_table_with_cause_labels(tmp_path: Path) -> None:
     assert code == 0
     assert "drop: tools +shout" in out
     assert "efficiency 100%" in out
+
+
+async def test_cache_prints_the_bottom_line_first_and_a_caption_within_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await _stored(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = _run("cache", sid, "--store", str(tmp_path))
+    assert code == 0
+    report = cache_report(JsonlStore(tmp_path).load(sid).session)
+    assert out.splitlines()[0] == report.totals.bottom_line.sentence
+    caption = cache_caption(report)
+    assert all(len(line) <= 80 for line in caption.splitlines())
+    for line in caption.splitlines():
+        assert line.strip() in out  # not wrapped by the table
 
 
 async def test_cache_json_is_the_documented_shape(tmp_path: Path) -> None:

@@ -243,6 +243,8 @@ REQUEST_KEYS = [
     "cached_expected",
     "shared_prefix_tokens",
     "drop",
+    "lost_tokens",
+    "cross_session_tokens",
     "causes",
 ]
 
@@ -264,6 +266,11 @@ async def test_the_json_shape_is_exactly_the_documented_one() -> None:
         "cached_expected",
         "hit_ratio",
         "efficiency",
+        "lost_tokens",
+        "breaks",
+        "lost_by_cause",
+        "cross_session_tokens",
+        "bottom_line",
     ]
     totals = data["totals"]
     assert totals["hit_ratio"] == totals["cached_reported"] / totals["prompt_tokens"]

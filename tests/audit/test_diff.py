@@ -7,7 +7,8 @@ import pytest
 from agent._harness import add, agent_on, shout
 from tapelog import LlmCallConfig, LogError
 from tapelog.agent import Hooks
-from tapelog.audit import request_diff
+from tapelog.audit import cache_report, request_diff
+from tapelog.cli._audit_cmds import diff_text
 from tapelog.emulator import Emulator
 from tapelog.log._api import Session
 
@@ -52,7 +53,14 @@ async def test_a_header_delta_names_fields_tools_and_system_lines() -> None:
         "+Two and a half.",
         " Three.",
     )
-    assert diff.header.system_lines == 2
+    assert diff.header.system_lines == 1  # one line edited, as "line 2 changed" says
+    assert diff.header.system_changed == "1 line changed"
+    # the count, the table's label and the sentence agree
+    text = diff_text(diff)
+    assert "system prompt (1 line changed):" in text
+    assert "system prompt line 2 edited: “Two.” → “Two and a half.”" in text
+    [cause] = [c for c in cache_report(session).requests[2].causes if c.kind == "header-delta"]
+    assert "system 1 line" in cause.label
     assert diff.header.fields() == ["config", "system", "tools"]
     data = diff.to_json()
     assert data["header"]["config"] == {"temperature": [None, 0.5]}

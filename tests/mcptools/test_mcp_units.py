@@ -233,9 +233,11 @@ def test_importing_tapelog_does_not_import_the_sdk() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_without_the_sdk_starting_a_server_says_how_to_install_it() -> None:
+@pytest.mark.parametrize("missing", ["mcp", "httpx2"])
+def test_without_the_sdk_starting_a_server_says_how_to_install_it(missing: str) -> None:
+    """Whichever module of the SDK's is missing, the sentence names the extra, not it."""
     code = (
-        "import sys, asyncio; sys.modules['mcp'] = None\n"
+        f"import sys, asyncio; sys.modules[{missing!r}] = None\n"
         "from tapelog.mcp import McpServers, ServerSpec, McpError\n"
         "try:\n"
         "    asyncio.run(McpServers([ServerSpec(name='x', command='y')]).start())\n"
@@ -243,7 +245,10 @@ def test_without_the_sdk_starting_a_server_says_how_to_install_it() -> None:
         "    print(exc)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert "pip install 'tapelog[mcp]'" in out.stdout
+    assert out.stdout == (
+        "MCP servers need the mcp extra (the official MCP Python SDK), which is not "
+        "installed: pip install 'tapelog[mcp]'\n"
+    )
 
 
 # --- live servers going wrong ------------------------------------------------

@@ -111,12 +111,18 @@ def test_the_command_serves_and_reports_each_request(tmp_path: Path) -> None:
                 },
             )
             assert allowed.headers["access-control-allow-origin"] == "http://localhost:3000"
+            models = f"http://127.0.0.1:{proxy_port}/v1/models"
+            assert [httpx.get(models).status_code for _ in range(2)] == [404, 404]
+            unknown = proc.stdout.readline()
         finally:
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert re.match(r"proxy-\S+ turn 1: 0/\d+ prompt tokens cached; new session", line), line
     assert refused.startswith("-: HTTP 403: the proxy refuses requests from web pages"), refused
+    # an unknown endpoint is said on the console, once per method and path
+    assert unknown.startswith("404: tapelog proxy does not serve GET /v1/models: "), unknown
+    assert "does not serve" not in out
     sessions = sessions_in(store)
     assert_rebuilds(sessions, upstream)
     assert_no_secret(store, "".join(head), line, out, err)

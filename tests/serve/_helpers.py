@@ -93,6 +93,7 @@ class HandLog:
         self.tool, self.provider, self.model = tool, provider, model
         self.turn = 0
         self.prompt = 0
+        self.evicted = False
 
     def header(self) -> None:
         header = EpochHeader(
@@ -104,6 +105,8 @@ class HandLog:
 
     def _answer(self, step: int, content: list[dict[str, Any]]) -> Event:
         usage = {"input": 100, "cache_read": self.prompt, "cache_write": 0, "output": 5}
+        if self.evicted:  # the provider read nothing from its cache
+            usage |= {"input": 100 + self.prompt, "cache_read": 0}
         self.prompt += 100
         data = {
             "turn": self.turn,

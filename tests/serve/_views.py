@@ -35,7 +35,28 @@ def _cell(w: Watched, session_id: str, column: str) -> str:
 
 
 def check_list(w: Watched, base: str, store: str, parents: dict[str, str]) -> list[dict[str, Any]]:
-    """The sessions page lists every stored session with the CLI's numbers; the rows."""
+    """The sessions page lists every stored session with the CLI's numbers; the rows.
+    At 1366 px and 1000 px wide every column fits (none is cut off or scrolled to)."""
+    for width in (1366, 1000):
+        w.page.set_viewport_size({"width": width, "height": 800})
+        w.page.goto(base + "/")
+        fits = w.page.evaluate(
+            """() => {
+                const table = document.querySelector("table.sessions");
+                const main = document.querySelector("main");
+                const style = getComputedStyle(main);
+                const inner = main.clientWidth - parseFloat(style.paddingLeft)
+                    - parseFloat(style.paddingRight);
+                const right = Math.max(...[...table.querySelectorAll("th")].map(
+                    (th) => th.getBoundingClientRect().right));
+                return {table: table.getBoundingClientRect().width, inner: inner,
+                        right: right, page: document.documentElement.scrollWidth};
+            }"""
+        )
+        assert fits["table"] <= fits["inner"] + 0.5, (width, fits)
+        assert fits["right"] <= width, (width, fits)
+        assert fits["page"] <= width, (width, fits)
+    w.page.set_viewport_size({"width": 1280, "height": 800})
     w.page.goto(base + "/")
     listed = tapelog_json("sessions", "--store", store)
     assert w.page.locator("table.sessions tbody tr").count() == len(listed)
@@ -132,7 +153,8 @@ def check_live(w: Watched, base: str, store: SessionStore, log: HandLog) -> None
         assert page.locator("[data-total='prompt_tokens']").inner_text() == "1,000"
         assert page.locator("[data-total='cached_reported']").inner_text() == "600"
         assert page.locator("[data-total='hit_ratio']").inner_text() == "60%"
-        page.wait_for_selector("[data-status].status-running", timeout=3000)
+        # the turn ended and the writer still holds the session: idle, not running
+        page.wait_for_selector("[data-status].status-idle", timeout=3000)
         card = page.locator(".card:has([data-total='efficiency']) .name")
         assert card.text_content() == "cache efficiency (at page load)"
     finally:

@@ -12,6 +12,7 @@ import hashlib
 import re
 import time
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,40 @@ def test_the_list_shows_the_cache_audits_numbers(client: TestClient, store: Path
         assert row["cached"] == f"{totals.cached_reported:,}"
         assert row["hit"] == f"{100 * totals.hit_ratio:.0f}%"
         assert row["efficiency"] == f"{100 * totals.efficiency:.0f}%"
+        assert row["lost"] == f"{totals.bottom_line.lost_tokens:,}"
         assert re.sub(r"<[^>]+>", "", row["status"]) == "ended completed"
+
+
+def test_the_list_says_the_bottom_line_first_and_names_the_worst_session(tmp_path: Path) -> None:
+    fine, leaky = HandLog("fine"), HandLog("leaky", created=TIME + 1)
+    for log in (fine, leaky):
+        for i in range(5):
+            log.ask(f"q{i}", f"a{i}", tool_output="x" * 350)
+    leaky.evicted = True  # the provider reports nothing cached: an unexplained drop
+    leaky.ask("q5", "a5")
+    write_store(tmp_path, fine, leaky)
+    line = cache_report(leaky.session).totals.bottom_line
+    assert line.lost_tokens > 0
+    with TestClient(create_app(JsonlStore(tmp_path)), base_url="http://127.0.0.1") as client:
+        page = client.get("/").text
+        by_lost = [r["id"] for r in _rows(client.get("/?sort=lost&order=desc").text)]
+        session_page = client.get("/s/leaky").text
+    # the session's page says its own bottom line, as `tapelog report` does
+    own = re.search(r'<p class="bottom-line">(.*?)</p>', session_page, flags=re.S)
+    assert own is not None
+    assert unescape(own.group(1)) == line.sentence
+    found = re.search(r'<p class="bottom-line">(.*?)</p>', page, flags=re.S)
+    assert found is not None
+    text = unescape(re.sub(r"<[^>]+>", "", found.group(1)))
+    assert text == (
+        f"{line.lost_tokens:,} prompt tokens paid at full price that the cache could have "
+        f"served, in 1 session. The most in leaky: {line.sentence}"
+    )
+    assert page.index('class="bottom-line"') < page.index('<table class="sessions"')
+    rows = {r["id"]: r for r in _rows(page)}
+    assert rows["leaky"]["lost"] == f"{line.lost_tokens:,}"
+    assert rows["fine"]["lost"] == "0"
+    assert by_lost == ["leaky", "fine"]
 
 
 def test_the_list_sorts_and_filters_on_the_server(client: TestClient) -> None:

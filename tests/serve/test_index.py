@@ -202,28 +202,38 @@ def test_a_foreign_or_garbled_index_file_is_ignored(tmp_path: Path, folded: list
     assert _by_id(_index(root, path).rows())["one"].summary.requests == 2
 
 
-def test_status_comes_from_the_write_lock_and_the_log(tmp_path: Path) -> None:
-    ended, open_turn, held = (HandLog(n, created=TIME + i) for i, n in enumerate("abc"))
-    for log in (ended, open_turn, held):
+def test_status_comes_from_activity_not_from_a_held_lock(tmp_path: Path) -> None:
+    """A writer holding a session between turns (a proxy keeps every session it
+    served open) leaves it idle, and audited; only a turn in progress is running."""
+    ended, open_turn, held, busy = (HandLog(n, created=TIME + i) for i, n in enumerate("abcd"))
+    for log in (ended, open_turn, held, busy):
         log.ask("q", "a")
-    s = open_turn.session
-    s.append("turn/start", {"turn": 2})
-    user = {"content": [{"type": "text", "text": "cut"}], "source": {"kind": "user"}}
-    s.append("user/message", user, surface_op="append")
-    write_store(tmp_path, ended, open_turn, held)
+    for log in (open_turn, busy):
+        s = log.session
+        s.append("turn/start", {"turn": 2})
+        user = {"content": [{"type": "text", "text": "cut"}], "source": {"kind": "user"}}
+        s.append("user/message", user, surface_op="append")
+    write_store(tmp_path, ended, open_turn, held, busy)
     index = _index(tmp_path)
     store = JsonlStore(tmp_path)
-    _, writer = store.open("c")
+    writers = [store.open("c")[1], store.open("d")[1]]
     try:
         rows = _by_id(index.rows())
         assert {i: r.status for i, r in rows.items()} == {
             "a": "ended",
             "b": "interrupted",
-            "c": "running",
+            "c": "idle",
+            "d": "running",
         }
-        assert index.pending() == ["b", "a"]  # a held session is not audited, newest first
+        # an idle session is audited too; one in a turn is not, newest first
+        assert index.pending() == ["c", "b", "a"]
+        index.audit(index.pending(), events=10**9)
+        rows = _by_id(index.rows(refresh=False))
+        assert rows["c"].audited
+        assert rows["c"].efficiency == cache_report(held.session).totals.efficiency
     finally:
-        writer.close()
+        for writer in writers:
+            writer.close()
     assert _by_id(index.rows())["c"].status == "ended"
 
 
@@ -282,3 +292,22 @@ def test_a_step_cut_before_its_first_header_counts_as_the_walk_counts_it(tmp_pat
     session.append("step/end", {"turn": 0, "step": 0, "sent": False, "error": error})
     writer.close()
     assert counts() == (0, 0)
+
+
+def test_a_middle_line_cut_short_is_listed_as_damaged(tmp_path: Path) -> None:
+    """The store's listing reads the ends of a file; the audit's load reads every
+    line, so a session damaged in the middle is listed as damaged once audited."""
+    log = HandLog("cut")
+    log.ask("q1", "a1")
+    log.ask("q2", "a2")
+    write_store(tmp_path, log)
+    path = JsonlStore(tmp_path).path("cut")
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3][: len(lines[3]) // 2]
+    path.write_bytes(b"\n".join(lines))
+    index = _index(tmp_path)
+    index.audit([r.id for r in index.rows()], events=10**9)
+    row = _by_id(index.rows(refresh=False))["cut"]
+    assert row.status == "damaged"
+    assert row.error
+    assert row.lost_tokens is None

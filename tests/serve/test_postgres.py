@@ -112,7 +112,8 @@ def test_a_writer_in_another_process_is_shown_when_it_notifies_not_by_polling(
             page.goto(f"{base}/s/live-proc")
             page.wait_for_selector("body[data-live='open']", timeout=5000)
             assert page.locator("[data-total='requests']").inner_text() == "2"
-            page.wait_for_selector("[data-status].status-running", timeout=3000)
+            # held by its writer between turns: idle
+            page.wait_for_selector("[data-status].status-idle", timeout=3000)
             # Quiet: the page is open, and its follower queries nothing.
             before = _follower_activity(store)
             assert before  # the page's follower read once, after LISTEN
@@ -180,13 +181,13 @@ def test_the_index_folds_only_new_rows_and_sees_the_write_lock(
         writer.flush()
         folded.clear()
         row = {r.id: r for r in index.rows()}["grows-pg"]
-        assert row.status == "running"
+        assert row.status == "idle"  # held between turns
         # Only the new rows of the types the list folds came from the server.
         kinds = ("turn/", "step/", "assistant/message")
         assert folded == [sum(1 for e in added if e.type.startswith(kinds))]  # 8 of 12 rows
         assert row.summary.requests == 4
         assert row.summary.events == len(session)
-        assert "grows-pg" not in index.pending()  # a held session is not audited
+        assert "grows-pg" in index.pending()  # idle: audited although held
     finally:
         writer.close()
     row = {r.id: r for r in index.rows()}["grows-pg"]

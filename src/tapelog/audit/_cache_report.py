@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tapelog.audit._bottom_line import BottomLine, bottom_line
 from tapelog.audit._cache_cause import CacheCause, header_detail
 from tapelog.audit._diff import header_diff, is_client_edit, replacement_kind
 from tapelog.audit._history_edits import history_changes
@@ -29,6 +30,7 @@ from tapelog.cache._api import (
     SegmentSource,
     account,
     openai_reply_sources,
+    peek,
     provider_cache,
 )
 from tapelog.llm._api import usage_prompt_tokens
@@ -55,6 +57,16 @@ class RequestCache(RequestRef):
     """The provider's own cache verdict (``_provider_verdict``), when it gave one."""
     provider_agrees: bool | None = None
     """Whether that verdict fits :attr:`causes` (``None``: inconclusive)."""
+    lost_tokens: int = 0
+    """Prompt tokens paid at full price that the cache could have served: what
+    the previous prompt, sent again, would have read (or what this one was
+    expected to read, when more), less what was read; 0 unless ``drop``."""
+
+    @property
+    def cross_session_tokens(self) -> int:
+        """Cached tokens beyond what this session's own requests left in the cache:
+        a prefix another session (another client, another run) had cached."""
+        return max(0, self.cached_reported - self.cached_expected) if self.usage_logged else 0
 
     def to_json(self) -> dict[str, Any]:
         provider = {}
@@ -69,6 +81,8 @@ class RequestCache(RequestRef):
             "cached_expected": self.cached_expected,
             "shared_prefix_tokens": self.shared_prefix_tokens,
             "drop": self.drop,
+            "lost_tokens": self.lost_tokens,
+            "cross_session_tokens": self.cross_session_tokens,
             "causes": [c.to_json() for c in self.causes],
             **provider,
         }
@@ -83,7 +97,9 @@ class CacheTotals:
     hit_ratio: float
     """reported / prompt (0.0 without prompt tokens)."""
     efficiency: float
-    """reported / expected (1.0 when nothing was expected)."""
+    """Expected tokens that were read / expected (1.0 when nothing was expected):
+    never above 1, the reads beyond expected are ``cross_session_tokens``."""
+    bottom_line: BottomLine
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +109,7 @@ class CacheTotals:
             "cached_expected": self.cached_expected,
             "hit_ratio": self.hit_ratio,
             "efficiency": self.efficiency,
+            **self.bottom_line.to_json(),
         }
 
 
@@ -252,6 +269,9 @@ class _Previous:
     """How many prefix messages came before that history."""
     answer: tuple[int, FrozenDict] | None = None
     """Its answer as a history node: a client may send that back differently too."""
+    rule: Rule | None = None
+    prompt: Prompt | None = None
+    """Its rendered prompt: what it would have read sent again is what a break cost."""
 
 
 def cache_report(
@@ -309,9 +329,11 @@ def _audit_one(
     outcome = account(rule, prompt, store, reply=reply)
     usage = message.data.get("usage") if message is not None else None
     reset = None
+    held: int | None = None
     if usage and _counts(usage, outcome.prompt, outcome.read, 0).short:
         reset = _reset_cause(request, previous)
         if reset is not None:
+            held = _held(rule, store, previous)
             # The cache the log says was lost: simulate the request on an empty one.
             store.clear()
             outcome = account(rule, prompt, store, reply=reply)
@@ -321,14 +343,23 @@ def _audit_one(
         len(segments) >= previous.length
         and (previous.length == 0 or segments[previous.length - 1].key == previous.last_key)
     )
-    counts = _counts(usage, outcome.prompt, outcome.read, shared)
+    if held is None and usage and (not extends or reset is not None):
+        held = _held(rule, store, previous)
+    counts = _counts(usage, outcome.prompt, outcome.read, shared, held or 0)
     row = _row(request, previous, rule, counts, extends, reset)
     end = message.time if message is not None else request.time
     last = segments[-1].key if segments else None
     prefix = len(request.header.prefix)
     answer = derive_event_message(message) if message is not None else None
     node = (message.seq, answer) if message is not None and answer is not None else None
-    return row, _Previous(len(segments), last, end, request.nodes, prefix, node)
+    return row, _Previous(len(segments), last, end, request.nodes, prefix, node, rule, prompt)
+
+
+def _held(rule: Rule, store: PrefixStore, previous: _Previous | None) -> int:
+    """What the previous prompt, sent again now, would read from ``store``."""
+    if previous is None or previous.prompt is None or previous.rule != rule:
+        return 0
+    return peek(rule, previous.prompt, store).read
 
 
 def _reset_cause(request: WalkedRequest, previous: _Previous | None) -> CacheCause | None:
@@ -364,10 +395,16 @@ class _Counts:
     shared: int
     usage_logged: bool
     short: bool
+    held: int = 0
+    """What the previous prompt left in the cache for this one (see ``_held``)."""
 
 
 def _counts(
-    usage: Mapping[str, Any] | None, estimated_prompt: int, expected: int, shared: int
+    usage: Mapping[str, Any] | None,
+    estimated_prompt: int,
+    expected: int,
+    shared: int,
+    held: int = 0,
 ) -> _Counts:
     prompt = usage_prompt_tokens(usage) if usage else 0
     reported = int(usage.get("cache_read", 0)) if usage else 0
@@ -377,9 +414,10 @@ def _counts(
         # scale and forgive rounding (docs/cli.md, "tapelog cache").
         expected = expected * prompt // estimated_prompt
         shared = shared * prompt // estimated_prompt
+        held = held * prompt // estimated_prompt
         tolerance = max(128, expected // 20)
     short = bool(usage) and reported < expected - tolerance
-    return _Counts(prompt, reported, expected, shared, bool(usage), short)
+    return _Counts(prompt, reported, expected, shared, bool(usage), short, min(held, prompt))
 
 
 def _row(
@@ -415,6 +453,8 @@ def _row(
         causes.append(CacheCause(kind="unexplained", seqs=(), detail=detail))
     usage = request.message.data.get("usage") if request.message is not None else None
     verdict = provider_verdict(usage)
+    drop = not extends or counts.short or reset is not None
+    could = max(counts.expected, counts.held)
     return RequestCache(
         **request_fields(request),
         rule=rule,
@@ -422,11 +462,12 @@ def _row(
         cached_reported=counts.reported,
         cached_expected=counts.expected,
         shared_prefix_tokens=counts.shared,
-        drop=not extends or counts.short or reset is not None,
+        drop=drop,
         causes=tuple(causes),
         usage_logged=counts.usage_logged,
         provider_verdict=verdict,
         provider_agrees=agrees(verdict, causes),
+        lost_tokens=max(0, could - counts.reported) if drop and counts.usage_logged else 0,
     )
 
 
@@ -435,11 +476,14 @@ def _totals(rows: Sequence[RequestCache]) -> CacheTotals:
     reported = sum(r.cached_reported for r in rows)
     # A request whose answer logged no usage (aborted, failed) has nothing to compare.
     expected = sum(r.cached_expected for r in rows if r.usage_logged)
+    line = bottom_line(rows)
+    own = reported - line.cross_session_tokens
     return CacheTotals(
         requests=len(rows),
         prompt_tokens=prompt,
         cached_reported=reported,
         cached_expected=expected,
         hit_ratio=reported / prompt if prompt else 0.0,
-        efficiency=reported / expected if expected else 1.0,
+        efficiency=min(1.0, own / expected) if expected else 1.0,
+        bottom_line=line,
     )

@@ -60,7 +60,8 @@ class HeaderDiff:
     system: tuple[str, ...] = ()
     """The system prompt as a unified line diff (no lines: unchanged)."""
     system_lines: int = 0
-    """Lines removed plus lines added."""
+    """Lines changed: each run of removed and added lines counts its longer side
+    (one line edited is 1, as the sentence says "line 1 changed")."""
     prefix: tuple[int, int] | None = None
     """``(old count, new count)`` of prefix messages when the prefix changed."""
     tools_added_at: Mapping[str, int] = field(default_factory=dict)
@@ -85,6 +86,12 @@ class HeaderDiff:
             or self.system
             or self.prefix
         )
+
+    @property
+    def system_changed(self) -> str:
+        """``1 line changed``, ``3 lines changed``."""
+        n = self.system_lines
+        return f"{n} line changed" if n == 1 else f"{n} lines changed"
 
     def fields(self) -> list[str]:
         """The changed fields by name: ``config``, ``system``, ``tools``, ``prefix``."""
@@ -124,6 +131,20 @@ def tool_marks(added: Iterable[str], removed: Iterable[str], changed: Iterable[s
     return " ".join(marks)
 
 
+def _lines_changed(diff: Sequence[str]) -> int:
+    """Lines changed in a unified diff: per run of ``-``/``+`` lines, the longer side."""
+    total = removed = added = 0
+    for line in (*diff[2:], " "):
+        if line[:1] == "-":
+            removed += 1
+        elif line[:1] == "+":
+            added += 1
+        else:
+            total += max(removed, added)
+            removed = added = 0
+    return total
+
+
 def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:
     """Compare two headers (``old=None``: everything in ``new`` is new)."""
     old_config = dict(old.config.to_json()) if old is not None else {}
@@ -140,7 +161,6 @@ def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:
         line.rstrip("\n")
         for line in difflib.unified_diff(old_lines, new_lines, "before", "after", lineterm="")
     )
-    counted = [ln for ln in system[2:] if ln[:1] in "+-"]
     old_prefix = list(old.prefix) if old is not None else []
     places = tool_positions(old.tools if old is not None else (), new.tools)
     return HeaderDiff(
@@ -150,7 +170,7 @@ def header_diff(old: EpochHeader | None, new: EpochHeader) -> HeaderDiff:
         tools_changed=tuple(n for n in common_new if encode(old_tools[n]) != encode(new_tools[n])),
         tools_reordered=common_old != common_new,
         system=system,
-        system_lines=len(counted),
+        system_lines=_lines_changed(system),
         prefix=None
         if encode(old_prefix) == encode(list(new.prefix))
         else (len(old_prefix), len(new.prefix)),

@@ -179,6 +179,7 @@ def _header(session: Session, report: CacheReport, links: ReportLinks) -> str:
         f'<h1>Session <code>{escape(session.id)}</code></h1><p class="sub">'
         f"{escape(', '.join(models) or 'no requests')} · {turns} {turn_word} · "
         f"{len(session.events):,} events · created {created:%Y-%m-%d %H:%M} UTC{fork}</p>"
+        f'<p class="bottom-line">{escape(totals.bottom_line.sentence)}</p>'
         f'<div class="cards">{cards}</div>'
     )
 

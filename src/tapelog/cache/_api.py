@@ -13,6 +13,7 @@ from tapelog.cache._rules import (
     SegmentSource,
     account,
     chain_segments,
+    peek,
 )
 from tapelog.cache._segments import (
     anthropic_block_source,
@@ -53,6 +54,7 @@ __all__ = [
     "openai_reply_message",
     "openai_reply_sources",
     "openai_sources",
+    "peek",
     "prefix_root",
     "profile_for",
     "provider_cache",

@@ -316,6 +316,31 @@ class PrefixStore:
         self._touched.clear()
 
 
+def peek(
+    rule: Rule,
+    prompt: Sequence[Segment] | Prompt,
+    store: Container[str],
+    *,
+    reply: Sequence[SegmentSource] = (),
+    deepseek_unit: int = 64,
+    anthropic_minimum: int = 1024,
+) -> CacheOutcome:
+    """What ``rule`` reads and writes for one request, leaving ``store`` as it is.
+
+    The cache audit asks it what a prompt sent again would have read (the
+    tokens a break cost); :func:`account` applies its outcome.
+    """
+    view = _view(prompt)
+    if rule == "deepseek":
+        replies = [chain_segments("", [source], after=view.segments) for source in reply]
+        return deepseek_rule(view, store, replies=replies, unit=deepseek_unit)
+    if rule == "openai":
+        return openai_rule(view, store)
+    if rule == "anthropic":
+        return anthropic_rule(view, store, minimum=anthropic_minimum)
+    raise ValueError(f"unknown cache rule {rule!r}")
+
+
 def account(
     rule: Rule,
     prompt: Sequence[Segment] | Prompt,
@@ -331,15 +356,13 @@ def account(
     (see ``reply_sources``); only DeepSeek stores them, each chained after the
     prompt. The emulator and the cache audit both go through here.
     """
-    view = _view(prompt)
-    if rule == "deepseek":
-        replies = [chain_segments("", [source], after=view.segments) for source in reply]
-        outcome = deepseek_rule(view, store, replies=replies, unit=deepseek_unit)
-    elif rule == "openai":
-        outcome = openai_rule(view, store)
-    elif rule == "anthropic":
-        outcome = anthropic_rule(view, store, minimum=anthropic_minimum)
-    else:
-        raise ValueError(f"unknown cache rule {rule!r}")
+    outcome = peek(
+        rule,
+        prompt,
+        store,
+        reply=reply,
+        deepseek_unit=deepseek_unit,
+        anthropic_minimum=anthropic_minimum,
+    )
     store.apply(outcome)
     return outcome

@@ -57,11 +57,21 @@ def _register() -> None:
         _proxy_cmd,
         _report_cmd,
         _serve_cmd,
+        _sessions_cmd,
         _store_cmds,
         _worker_cmd,
     )
 
-    modules = (_store_cmds, _agent_cmds, _audit_cmds, _demo, _emulator_cmd, _report_cmd, _proxy_cmd)
+    modules = (
+        _store_cmds,
+        _sessions_cmd,
+        _agent_cmds,
+        _audit_cmds,
+        _demo,
+        _emulator_cmd,
+        _report_cmd,
+        _proxy_cmd,
+    )
     for module in (*modules, _export_cmd, _serve_cmd, _worker_cmd):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -23,7 +23,12 @@ from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cli._common import store_option, write_output
 from tapelog.cli._mcp_opts import mcp_options, mcp_specs, start_mcp, with_mcp
 from tapelog.cli._providers import providers_option
-from tapelog.cli._setup import check_api_key, open_session, resolve_provider
+from tapelog.cli._setup import (
+    check_api_key,
+    open_session,
+    resolve_provider,
+    say_what_was_created,
+)
 from tapelog.cli._store_cmds import load_target
 from tapelog.cli._stores import open_store
 from tapelog.cli._stream_out import stdout_is_terminal, stream_answer
@@ -190,6 +195,8 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
     _check_base_url(opts["base_url"])
     specs = mcp_specs(opts["mcp_config"], opts["mcp"])  # a bad config: one line, nothing stored
     store = open_store(opts["store"])
+    # Checked before the session's id is reserved (which makes the directory).
+    new_store = isinstance(store, JsonlStore) and not store.root.exists()
     session, writer, reservation = open_session(
         store, opts["session_id"], accept_undigested=opts["accept_undigested"]
     )
@@ -226,6 +233,7 @@ async def _with_agent(opts: Mapping[str, Any], body: Any, *, key_first: bool = F
                     )
                     raise click.exceptions.Exit(1) from None
             writer = store.create(session, reservation=reservation)
+            say_what_was_created(store, opts["session_id"], new_store=new_store)
         agent = Agent(
             session,
             setup.client,
@@ -345,7 +353,7 @@ def _read_prompt() -> str | None:
 @_agent_options
 def chat_cmd(**opts: Any) -> None:
     """Chat interactively: Ctrl-C aborts the current turn (logged), Ctrl-D exits,
-    ``/compact`` summarises old history now."""
+    /compact summarises old history now."""
 
     def idle_interrupt() -> None:
         # The prompt is read in a worker thread that a signal cannot interrupt:
@@ -403,7 +411,7 @@ def chat_cmd(**opts: Any) -> None:
 
 
 @click.command("requests")
-@click.argument("target")
+@click.argument("target", metavar="SESSION")
 @store_option
 @click.option(
     "--wire",
@@ -479,7 +487,7 @@ def requests_cmd(
 
 
 @click.command("fork")
-@click.argument("target")
+@click.argument("target", metavar="SESSION")
 @click.option("--at", "at", type=int, required=True, help="Last seq (inclusive) the fork keeps.")
 @click.option("--id", "new_id", default=None, help="Id of the new session (default: generated).")
 @store_option

@@ -39,16 +39,25 @@ def _pct(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
+def cache_caption(report: CacheReport) -> str:
+    """The totals, in lines of at most 80 columns (a terminal's default width)."""
+    totals = report.totals
+    noun = "request" if totals.requests == 1 else "requests"
+    cross = totals.bottom_line.cross_session_tokens
+    lines = [
+        f"{totals.requests:,} {noun} · prompt {totals.prompt_tokens:,} tok · "
+        f"cached {totals.cached_reported:,} (expected {totals.cached_expected:,})",
+        f"hit ratio {_pct(totals.hit_ratio)} · efficiency {_pct(totals.efficiency)}"
+        + (f" · {cross:,} cached by another session" if cross else ""),
+    ]
+    return "\n".join(lines)
+
+
 def cache_table(report: CacheReport) -> Table:
     """One row per loop request; causes as short labels."""
-    totals = report.totals
     table = Table(
         title=f"cache audit of session {report.session}",
-        caption=(
-            f"{totals.requests} request(s) · prompt {totals.prompt_tokens:,} tok · "
-            f"cached {totals.cached_reported:,} (expected {totals.cached_expected:,}) · "
-            f"hit ratio {_pct(totals.hit_ratio)} · efficiency {_pct(totals.efficiency)}"
-        ),
+        caption=cache_caption(report),
     )
     for column in ("#", "turn", "step", "seq", "rule", "prompt", "cached", "expected", "shared"):
         table.add_column(column, justify="right" if column != "rule" else "left")
@@ -119,6 +128,8 @@ def cache_cmd(target: str, store: str | None, as_json: bool, family: bool) -> No
         click.echo(encode(report.to_json()).decode("utf-8"))
         return
     console = _console()
+    # The bottom line first: "why is my hit rate low?" answered before any table.
+    console.print(Text(report.totals.bottom_line.sentence), soft_wrap=True)
     console.print(cache_table(report))
     breaks = cache_breaks_text(report)
     if breaks:
@@ -177,7 +188,7 @@ def diff_text(diff: RequestDiff) -> str:
         if header.tools_reordered:
             lines.append("  tools reordered")
         if header.system:
-            lines.append(f"  system prompt ({header.system_lines} line(s) changed):")
+            lines.append(f"  system prompt ({header.system_changed}):")
             lines.extend(f"    {line}" for line in header.system)
         if header.prefix is not None:
             lines.append(f"  prefix: {header.prefix[0]} -> {header.prefix[1]} message(s)")

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tapelog.agent import Agent, Toolset, fs_tools, tool
-from tapelog.audit import encode_request, rebuild_requests
+from tapelog.audit import cache_report, encode_request, rebuild_requests
 from tapelog.audit._api import header_change
 from tapelog.cli._common import store_option
 from tapelog.cli._stores import open_store
@@ -174,6 +174,7 @@ def _inspect_commands(session_id: str, store_value: str | None) -> list[str]:
     store = f" --store {shlex.quote(store_value)}" if store_value is not None else ""
     return [
         f"tapelog show {session_id}{store}",
+        f"tapelog cache {session_id}{store}",
         f"tapelog requests {session_id}{store} --out bodies",
     ]
 
@@ -206,6 +207,9 @@ def _report(
             f"{len(body)}{'' if same else ' ✗'}",
         )
     console.print(table)
+    # The audit's answer to "why is my hit rate low?", as `tapelog cache` starts with it.
+    line = cache_report(session).totals.bottom_line.sentence
+    console.print(Text(f"Cache: {line}"), soft_wrap=True)
     where = (
         "the bytes the emulator received"
         if emulator is not None

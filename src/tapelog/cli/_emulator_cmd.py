@@ -31,7 +31,13 @@ def base_urls(host: str, port: int) -> dict[str, str]:
 
 @click.command("emulator")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: a free one, printed).",
+)
 @click.option(
     "--script",
     "script_path",

@@ -48,7 +48,13 @@ def client_settings(host: str, port: int, family: str) -> list[str]:
 )
 @click.option("--base-url", default=None, help="Override the upstream provider's base URL.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8790, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=8790,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: a free one, printed).",
+)
 @click.option(
     "--allow-remote",
     is_flag=True,
@@ -128,12 +134,21 @@ def proxy_command(
         if summary.cache_break is not None:
             click.echo(terminal_text(summary.cache_break))
 
+    said: set[str] = set()
+
+    def unknown(message: str) -> None:
+        # Once per method and path: a client polling /v1/models says it once.
+        if message not in said and len(said) < 1000:
+            said.add(message)
+            click.echo(f"404: {terminal_text(message)}")
+
     sock = listen(host, port)
     proxy = Proxy(
         target,
         sessions,
         check=check,
         on_request=report,
+        on_unknown=unknown,
         scan_limit=resume_sessions,
         check_host=not allow_remote,
         allowed_origins=allow_origins,

@@ -33,7 +33,13 @@ def default_index(label: str) -> Path:
 @click.command("serve")
 @store_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
-@click.option("--port", default=8766, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=8766,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0: a free one, printed).",
+)
 @click.option(
     "--index",
     "index_path",

@@ -20,6 +20,7 @@ import click
 import httpx
 
 from tapelog.agent import CompactionPolicy
+from tapelog.cli._stores import store_label
 from tapelog.cli._terminal import terminal_text
 from tapelog.emulator import Emulator
 from tapelog.llm import ProviderClient, make_client
@@ -34,7 +35,13 @@ from tapelog.log._api import LlmCallConfig, Session
 from tapelog.store import Reservation, SessionStore, SessionWriter
 from tapelog.store._api import validate_session_id
 
-__all__ = ["ProviderSetup", "check_api_key", "open_session", "resolve_provider"]
+__all__ = [
+    "ProviderSetup",
+    "check_api_key",
+    "open_session",
+    "resolve_provider",
+    "say_what_was_created",
+]
 
 
 def open_session(
@@ -59,6 +66,18 @@ def open_session(
                 click.echo(f"warning: {terminal_text(warning)}", err=True)
             return session, writer, None
     return Session(session_id, cwd=os.getcwd()), None, reservation
+
+
+def say_what_was_created(store: SessionStore, session_id: str | None, *, new_store: bool) -> None:
+    """No silent surprises: a mistyped ``--session`` or ``--store`` starts afresh, and says so."""
+    if new_store:
+        click.echo(f"note: created the store {terminal_text(store_label(store))}", err=True)
+    if session_id is not None:
+        click.echo(
+            f"note: no session {terminal_text(session_id)} in the store: started it as a "
+            "new session",
+            err=True,
+        )
 
 
 @dataclass

@@ -1,8 +1,8 @@
-"""Store commands: ``verify``, ``show`` and ``sessions``.
+"""Store commands: ``verify`` and ``show`` (``sessions`` is ``_sessions_cmd``).
 
 ``verify`` and ``show`` take a session id (looked up in ``--store``) or the
 path of a session file, so a log copied off another machine can be checked
-where it lies. Output is for people; ``sessions --json`` is for scripts.
+where it lies. Output is for people; ``--json`` is for scripts.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from tapelog._errors import (
     StoreError,
 )
 from tapelog.cli._common import store_option
-from tapelog.cli._stores import open_store, store_label
+from tapelog.cli._stores import open_store
 from tapelog.cli._terminal import terminal_text
 from tapelog.log._api import Event, Session, chunk_kind, encode_str
 from tapelog.store import JsonlStore, LoadedSession
 from tapelog.store._api import (
     VerifyReport,
-    in_families,
     read_session_bytes,
     read_session_file,
     validate_session_id,
@@ -389,49 +388,4 @@ def show_cmd(target: str, store: str | None, chunks: bool) -> None:
         )
 
 
-# --- sessions ----------------------------------------------------------------
-
-
-@click.command("sessions")
-@store_option
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
-def sessions_cmd(store: str | None, as_json: bool) -> None:
-    """List stored sessions, newest first, each fork or branch under its parent.
-
-    A client run's conversations read together: the main agent's session, then
-    indented under it the sessions its subagents and side calls branched off
-    (and forks), oldest first.
-    """
-    opened = open_store(store)
-    summaries = opened.list()
-    if as_json:
-        click.echo(encode_str([asdict(s) for s in summaries]))
-        return
-    if not summaries:
-        click.echo(f"no sessions in {store_label(opened)}")
-        return
-    table = Table(title=Text(f"sessions in {store_label(opened)}"), title_justify="left")
-    # The date columns keep their width; an unreadable session's reason
-    # (in "last event") wraps instead of squeezing every other column away.
-    table.add_column("id", no_wrap=True)
-    table.add_column("created (UTC)", no_wrap=True, min_width=19)
-    table.add_column("events", justify="right", no_wrap=True, min_width=6)
-    table.add_column("last event (UTC)", min_width=19)
-    table.add_column("parent")
-    for depth, s in in_families(summaries, lambda s: s.id, lambda s: s.parent):
-        name = Text(("  " * (depth - 1) + "└ " if depth else "") + s.id)
-        if s.error is not None:
-            error = terminal_text(s.error)
-            table.add_row(name, Text("unreadable"), Text("?"), Text(error), Text(""))
-            continue
-        table.add_row(
-            name,
-            Text(_clock(s.created, date=True) if s.created is not None else ""),
-            Text(str(s.events)),
-            Text(_clock(s.last_time, date=True) if s.last_time is not None else ""),
-            Text(terminal_text(s.parent or "")),
-        )
-    _console().print(table)
-
-
-COMMANDS: list[click.Command] = [verify_cmd, show_cmd, sessions_cmd]
+COMMANDS: list[click.Command] = [verify_cmd, show_cmd]

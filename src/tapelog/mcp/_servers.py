@@ -47,16 +47,19 @@ class ServerStatus:
     reason: str | None = None
 
 
+MISSING_SDK = (
+    "MCP servers need the mcp extra (the official MCP Python SDK), which is not "
+    "installed: pip install 'tapelog[mcp]'"
+)
+
+
 def _require_sdk() -> None:
     """Import the SDK-backed connection module, or say how to install the SDK."""
     try:
         import tapelog.mcp._connection  # noqa: F401
-    except ImportError as exc:
-        missing = exc.name or "mcp"
-        raise McpError(
-            f"MCP servers need the official MCP Python SDK ({missing!r} is not installed): "
-            "pip install 'tapelog[mcp]'"
-        ) from None
+    except ImportError:
+        # Whichever of the SDK's own dependencies is missing, the fix is the extra.
+        raise McpError(MISSING_SDK) from None
 
 
 class McpServers:

@@ -59,6 +59,7 @@ from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
 from tapelog.proxy._translate import Messages, Translator
 from tapelog.proxy._types import ClientRequest, Family
+from tapelog.proxy._unknown import unknown_endpoint
 from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
 from tapelog.store import SessionStore
 from tapelog.store._api import validate_session_id
@@ -84,6 +85,8 @@ _ROUTES: Final[dict[str, Family]] = {
     "/responses": "responses",
 }
 
+_METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
 
 class Proxy:
     """The audit proxy for one upstream; serve :attr:`app` with any ASGI server.
@@ -108,6 +111,7 @@ class Proxy:
         http_client: httpx.AsyncClient | None = None,
         check: bool | None = None,
         on_request: Callable[[RequestSummary], None] | None = None,
+        on_unknown: Callable[[str], None] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         scan_limit: int = 100,
         max_open: int = 64,
@@ -127,6 +131,7 @@ class Proxy:
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
         self.router = Router(self.sessions, lock_wait=lock_wait)
         self.on_request = on_request
+        self.on_unknown = on_unknown
         self.max_body_bytes = max_body_bytes
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
@@ -139,6 +144,7 @@ class Proxy:
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
             routes.append(Route("/s/{session}" + path, self._endpoint(family), methods=["POST"]))
+        routes.append(Route("/{path:path}", self._unknown, methods=_METHODS))
         # Browsers ask before a cross-site JSON POST; only allowed origins get a yes.
         cors = Middleware(
             CORSMiddleware,
@@ -178,6 +184,26 @@ class Proxy:
             yield
         finally:
             await self.aclose()
+
+    async def _unknown(self, request: Request) -> Response:
+        """Any other path: a 404 in the client API's shape saying what to do, and a console line."""
+        problem = self.guard.host_problem(request.headers)
+        if problem is not None:
+            return self._fail(self.upstream.family, problem.status, str(problem))
+        path = request.url.path
+        if any(path == p or (path.startswith("/s/") and path.endswith(p)) for p in _ROUTES):
+            # A served path with another method (a WebSocket upgrade of /v1/responses):
+            # 405, which clients such as Codex take as "use POST".
+            response = self._fail(
+                self.upstream.family, 405, f"{path} accepts POST only, not {request.method}"
+            )
+            response.headers["allow"] = "POST"
+            return response
+        served = [p for p, family in _ROUTES.items() if self.upstream.serves(family)]
+        message = unknown_endpoint(request.method, path, self.upstream, served)
+        if self.on_unknown is not None:
+            self.on_unknown(message)
+        return self._fail(self.upstream.family, 404, message)
 
     async def _health(self, request: Request) -> Response:
         problem = self.guard.host_problem(request.headers)

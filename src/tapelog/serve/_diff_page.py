@@ -153,7 +153,7 @@ def _header_section(
         out.append(f'<h3>Tools</h3><ul class="tools">{"".join(tools)}</ul>')
         out.append(_tools_table(names, header))
     if header.system:
-        out.append(f"<h3>System prompt ({header.system_lines} line(s) changed)</h3>")
+        out.append(f"<h3>System prompt ({header.system_changed})</h3>")
         out.append(_system_rows(header.system))
     if header.prefix is not None:
         out.append(f"<p>Session prefix: {header.prefix[0]} → {header.prefix[1]} message(s).</p>")

@@ -16,7 +16,32 @@ from typing import Any
 from tapelog.serve._summary import Summary
 from tapelog.store._api import Cursor, Folded
 
-__all__ = ["Audited", "Entry"]
+__all__ = ["Audited", "Entry", "activity"]
+
+
+def activity(held: bool, open_turn: bool) -> str:
+    """A session's status from what it is doing, not from who holds it.
+
+    ``running``: a writer holds it and a turn is in progress; ``idle``: a
+    writer holds it between turns (a proxy keeps every session it served
+    open); ``interrupted``: no writer, and the log ends inside a turn;
+    ``ended``: no writer, every turn ended. An idle session is audited like
+    an ended one: its log only grows by whole turns.
+    """
+    if held:
+        return "running" if open_turn else "idle"
+    return "interrupted" if open_turn else "ended"
+
+
+_INTS = (
+    "events",
+    "requests",
+    "prompt_tokens",
+    "cached_tokens",
+    "expected",
+    "lost_tokens",
+    "cross_session_tokens",
+)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -29,14 +54,21 @@ class Audited:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     expected: int = 0
+    lost_tokens: int = 0
+    """Prompt tokens paid at full price that the cache could have served."""
+    cross_session_tokens: int = 0
+    """Cached tokens read from a prefix another session had cached."""
+    bottom_line: str = ""
+    """The audit's bottom line (``BottomLine.sentence``)."""
     error: str | None = None
 
     @property
     def efficiency(self) -> float | None:
-        """reported / expected (1.0 when nothing was expected, as the audit says)."""
+        """As the audit says it: expected tokens read / expected, never above 1."""
         if self.error is not None:
             return None
-        return self.cached_tokens / self.expected if self.expected else 1.0
+        own = self.cached_tokens - self.cross_session_tokens
+        return min(1.0, own / self.expected) if self.expected else 1.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,25 +77,20 @@ class Audited:
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,
             "expected": self.expected,
+            "lost_tokens": self.lost_tokens,
+            "cross_session_tokens": self.cross_session_tokens,
+            "bottom_line": self.bottom_line,
             "error": self.error,
         }
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Audited:
-        if set(obj) != {
-            "events",
-            "requests",
-            "prompt_tokens",
-            "cached_tokens",
-            "expected",
-            "error",
-        }:
+        if set(obj) != {*_INTS, "bottom_line", "error"}:
             raise ValueError("not an audit")
-        ints = [
-            obj[k] for k in ("events", "requests", "prompt_tokens", "cached_tokens", "expected")
-        ]
-        if any(type(v) is not int for v in ints) or not (
-            obj["error"] is None or isinstance(obj["error"], str)
+        if (
+            any(type(obj[k]) is not int for k in _INTS)
+            or not isinstance(obj["bottom_line"], str)
+            or not (obj["error"] is None or isinstance(obj["error"], str))
         ):
             raise ValueError("not an audit")
         return cls(**obj)

@@ -16,7 +16,8 @@ of ``tapelog cache``, run on the log as the store loads it (every event
 validated, every digest checked), so a session that does not load is marked
 damaged here too. An audit belongs to the number of events it read; when a
 session grows the row shows the old efficiency as stale until it is audited
-again, which happens once no writer holds it.
+again, which happens once no turn is in progress (an idle session a writer
+holds between turns is audited too).
 
 The index is kept in memory and, unless told otherwise, in a file outside the
 store (the server never writes to the store), so a restart starts warm; every
@@ -32,7 +33,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -40,15 +41,15 @@ from typing import Final
 from tapelog._errors import TapelogError
 from tapelog.audit import cache_report
 from tapelog.log import decode, encode
-from tapelog.serve._entry import Audited, Entry
+from tapelog.serve._entry import Audited, Entry, activity
 from tapelog.serve._summary import Summary
 from tapelog.store import JsonlStore, SessionStore
 from tapelog.store._api import Folded
 
-__all__ = ["Row", "SessionIndex", "store_label"]
+__all__ = ["Row", "SessionIndex", "rows_bottom_line", "store_label"]
 
 _log = logging.getLogger("tapelog.serve")
-_FORMAT: Final = 2
+_FORMAT: Final = 3
 _SAVE_EVERY_S: Final = 5.0
 
 
@@ -58,10 +59,15 @@ class Row:
 
     summary: Summary
     status: str
-    """``running`` (a writer holds it), ``interrupted`` (it stopped inside a turn),
-    ``ended`` or ``damaged`` (it could not be read; ``error`` says why)."""
+    """:func:`~tapelog.serve._entry.activity` (``running``, ``idle``,
+    ``interrupted``, ``ended``), or ``damaged`` (it could not be read; ``error``
+    says why)."""
     efficiency: float | None
     """The cache efficiency of the last audit (``None``: not audited yet)."""
+    lost_tokens: int | None = None
+    """Prompt tokens paid at full price that the cache could have served (last audit)."""
+    bottom_line: str | None = None
+    """The last audit's bottom line."""
     audited: bool
     """Whether ``efficiency`` is of the log as it is now (else older, or none)."""
     error: str | None
@@ -69,6 +75,38 @@ class Row:
     @property
     def id(self) -> str:
         return self.summary.id
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def rows_bottom_line(
+    rows: Sequence[Row],
+    *,
+    text: Callable[[str], str] = _same,
+    name: Callable[[str], str] = _same,
+) -> str:
+    """The audits' bottom line over many sessions, the one that lost most named
+    (``""`` when none is audited). ``text`` and ``name`` render log text and
+    the worst session's id for the medium (HTML escapes and links them)."""
+    audited = [r for r in rows if r.lost_tokens is not None]
+    if not audited:
+        return ""
+    losing = [r for r in audited if r.lost_tokens]
+    if not losing:
+        noun = "session" if len(audited) == 1 else "sessions"
+        return (
+            "No prompt tokens paid at full price that the cache could have served, in "
+            f"{len(audited):,} audited {noun}."
+        )
+    lost = sum(r.lost_tokens or 0 for r in losing)
+    worst = max(losing, key=lambda r: (r.lost_tokens or 0, r.id))
+    noun = "session" if len(losing) == 1 else "sessions"
+    return (
+        f"{lost:,} prompt tokens paid at full price that the cache could have served, in "
+        f"{len(losing):,} {noun}. The most in {name(worst.id)}: {text(worst.bottom_line or '')}"
+    )
 
 
 def store_label(store: SessionStore) -> str:
@@ -85,16 +123,14 @@ def _row(entry: Entry, running: bool) -> Row:
     error = summary.error
     if error is None and audit is not None and audit.error is not None:
         error = audit.error
-    if error is not None:
-        status = "damaged"
-    elif running:
-        status = "running"
-    else:
-        status = "interrupted" if summary.open_turn else "ended"
+    status = "damaged" if error is not None else activity(running, summary.open_turn)
+    good = audit is not None and audit.error is None
     return Row(
         summary=summary,
         status=status,
         efficiency=None if audit is None else audit.efficiency,
+        lost_tokens=audit.lost_tokens if good and audit is not None else None,
+        bottom_line=audit.bottom_line if good and audit is not None else None,
         audited=entry.audited is not None,
         error=error,
     )
@@ -163,14 +199,17 @@ class SessionIndex:
             return {i: e.summary.parent for i, e in self._entries.items()}
 
     def pending(self) -> list[str]:
-        """Sessions whose audit is missing or stale and that no writer holds, newest first."""
+        """Sessions whose audit is missing or stale and that are not in a turn, newest first.
+
+        A session a writer holds between turns (idle: a proxy keeps every session
+        it served open) is audited too: its log grows by whole turns only."""
         with self._lock:
             todo = [
                 e
                 for e in self._entries.values()
                 if e.audited is None
                 and e.summary.error is None
-                and e.summary.id not in self._running
+                and activity(e.summary.id in self._running, e.summary.open_turn) != "running"
             ]
         todo.sort(key=lambda e: (e.summary.created or 0, e.summary.id), reverse=True)
         return [e.summary.id for e in todo]
@@ -204,12 +243,16 @@ class SessionIndex:
         try:
             session = self._store.load(session_id).session
             totals = cache_report(session).totals
+            line = totals.bottom_line
             audited = Audited(
                 events=len(session),
                 requests=totals.requests,
                 prompt_tokens=totals.prompt_tokens,
                 cached_tokens=totals.cached_reported,
                 expected=totals.cached_expected,
+                lost_tokens=line.lost_tokens,
+                cross_session_tokens=line.cross_session_tokens,
+                bottom_line=line.sentence,
             )
         except (TapelogError, OSError) as exc:
             audited = Audited(events=events, error=str(exc))

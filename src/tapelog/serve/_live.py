@@ -37,6 +37,7 @@ from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
+from tapelog.serve._entry import activity
 from tapelog.serve._index import store_label
 from tapelog.serve._summary import FOLDED_TYPES, Summary
 from tapelog.store import JsonlStore, SessionStore
@@ -173,14 +174,12 @@ class LiveSession:
         return parts
 
     def status(self) -> str:
-        """``running`` (a writer holds it: asked of the store at most once a second),
-        else ``interrupted`` (the log ends inside a turn) or ``ended``."""
+        """:func:`~tapelog.serve._entry.activity` (whether a writer holds it is
+        asked of the store at most once a second)."""
         now = time.monotonic()
         if self._status is None or now - self._status[0] > _STATUS_EVERY_S:
             self._status = (now, self._store.active(self.id))
-        if self._status[1]:
-            return "running"
-        return "interrupted" if self.summary().open_turn else "ended"
+        return activity(self._status[1], self.summary().open_turn)
 
     def events_after(self, seq: int, limit: int) -> Sequence[Event]:
         """Up to ``limit`` events after ``seq``."""

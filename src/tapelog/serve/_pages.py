@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any, Final
 
-from tapelog.serve._index import Row
+from tapelog.serve._index import Row, rows_bottom_line
 from tapelog.store._api import in_families
 
 __all__ = ["ListQuery", "page", "pct", "sessions_html", "when"]
 
 PER_PAGE: Final = 100
-_STATUSES: Final = ("running", "interrupted", "ended", "damaged")
+_STATUSES: Final = ("running", "idle", "interrupted", "ended", "damaged")
 
 
 def page(title: str, css: str, body: str) -> str:
@@ -56,6 +56,7 @@ _SORTS: Final[Mapping[str, Callable[[Row], Any]]] = {
     "cached": lambda r: r.summary.cached_tokens,
     "hit": lambda r: r.summary.hit_ratio,
     "efficiency": lambda r: r.efficiency,
+    "lost": lambda r: r.lost_tokens,
     "status": lambda r: r.status,
     "parent": lambda r: r.summary.parent,
     "last": lambda r: r.summary.last_time,
@@ -70,6 +71,7 @@ _COLUMNS: Final = (
     ("cached", "cached tok", True),
     ("hit", "hit ratio", True),
     ("efficiency", "cache efficiency", True),
+    ("lost", "tokens lost", True),
     ("status", "status", False),
     ("parent", "parent", False),
 )
@@ -168,9 +170,11 @@ def _cells(row: Row, depth: int = 0) -> str:
     efficiency = pct(row.efficiency)
     if row.efficiency is not None and not row.audited:
         efficiency = (
-            f'<span title="audited before the session grew; audited again once no writer '
-            f'holds it">~{efficiency}</span>'
+            f'<span title="audited before the session grew; audited again once no turn is '
+            f'in progress">~{efficiency}</span>'
         )
+    lost = "n/a" if row.lost_tokens is None else f"{row.lost_tokens:,}"
+    lost_title = f' title="{escape(row.bottom_line)}"' if row.bottom_line else ""
     reason = f' <span class="seq">{escape(s.last_reason)}</span>' if s.last_reason else ""
     status = f'<span class="status status-{row.status}">{row.status}</span>{reason}'
     parent = ""
@@ -186,12 +190,23 @@ def _cells(row: Row, depth: int = 0) -> str:
         f'<td class="num" data-col="cached">{s.cached_tokens:,}</td>',
         f'<td class="num" data-col="hit">{pct(s.hit_ratio)}</td>',
         f'<td class="num" data-col="efficiency">{efficiency}</td>',
+        f'<td class="num" data-col="lost"{lost_title}>{lost}</td>',
         f'<td data-col="status">{status}</td>',
         f'<td data-col="parent">{parent}</td>',
     ]
     if row.error is not None:
         cells.append(f'<td class="error" data-col="error">{escape(row.error)}</td>')
     return "".join(cells)
+
+
+def _bottom_line(rows: Sequence[Row]) -> str:
+    """The audits' bottom line over the matching sessions, the worst one linked."""
+    text = rows_bottom_line(
+        rows,
+        text=escape,
+        name=lambda sid: f'<a href="/s/{escape(sid)}"><code>{escape(sid)}</code></a>',
+    )
+    return f'<p class="bottom-line">{text}</p>' if text else ""
 
 
 def _pages(query: ListQuery, count: int) -> str:
@@ -246,7 +261,7 @@ def sessions_html(
     matched = f"{len(rows):,} of {total:,}" if len(rows) != total else f"{total:,}"
     return (
         f'<h1>Sessions</h1><p class="sub">{matched} sessions in <code>{escape(label)}</code>'
-        f"{note}</p>{filters}"
+        f"{note}</p>{_bottom_line(rows)}{filters}"
         f'<table class="sessions"><thead>{_head(query)}</thead><tbody>{body}</tbody></table>'
         f"{_pages(query, len(rows))}"
         "<footer>Served read-only by <code>tapelog serve</code>: every number comes from the "
