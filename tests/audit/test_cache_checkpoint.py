@@ -270,3 +270,35 @@ def test_serve_takes_the_audit_of_the_log_as_loaded_from_a_matching_checkpoint(
     live = LiveSession(JsonlStore(tmp_path), session.id)
     assert len(live.audit().requests) == len(fresh.requests) + 1
     assert len(computed) == 1
+
+
+def test_a_row_with_every_field_set_reads_back_from_its_checkpoint_form() -> None:
+    """What the checkpoint keeps of a row gives the row back: the provider's verdict
+    (beside the request's provider), the tokens lost, a derived count left out."""
+    from dataclasses import replace
+
+    from tapelog.audit._cache_report import CacheCause, RequestCache
+    from tapelog.audit._checkpoint import _row, _row_json
+
+    row = RequestCache(
+        index=2,
+        turn=2,
+        step=1,
+        seq=40,
+        provider="anthropic",
+        model="claude",
+        rule="anthropic",
+        prompt_tokens=5000,
+        cached_reported=1200,
+        cached_expected=1024,
+        shared_prefix_tokens=1024,
+        drop=True,
+        causes=(CacheCause(kind="header-delta", seqs=(39,), detail={"tools": ["~x"]}),),
+        usage_logged=True,
+        provider_verdict="tools_changed",
+        provider_agrees=True,
+        lost_tokens=3000,
+    )
+    assert _row(_row_json(row)) == row
+    plain = replace(row, provider_verdict=None, provider_agrees=None)
+    assert _row(_row_json(plain)) == plain

@@ -50,7 +50,8 @@ async def test_the_providers_verdict_is_logged_and_shown_beside_the_audit(tmp_pa
     assert given["cache_missed_tokens"] > 0
     row = cache_report(main).requests[1]
     assert (row.provider_verdict, row.provider_agrees) == ("tools_changed", True)
-    assert row.to_json()["provider"] == {"verdict": "tools_changed", "agrees": True}
+    assert row.to_json()["provider_verdict"] == {"verdict": "tools_changed", "agrees": True}
+    assert row.to_json()["provider"] == row.provider  # the request's provider, kept
     (alone,) = cache_report(lone).requests
     # Compared with the other conversation (which has a tool): tools changed,
     # but this session's log holds one first request, nothing changed.

@@ -72,7 +72,7 @@ class RequestCache(RequestRef):
         provider = {}
         if self.provider_verdict is not None:
             verdict = {"verdict": self.provider_verdict, "agrees": self.provider_agrees}
-            provider = {"provider": verdict}
+            provider = {"provider_verdict": verdict}  # beside "provider", the request's
         return {
             **self.ref_json(),
             "rule": self.rule,

@@ -60,6 +60,11 @@ def _row_json(row: RequestCache) -> dict[str, Any]:
 
 def _row(obj: Mapping[str, Any]) -> RequestCache:
     fields = dict(obj)
+    fields.pop("cross_session_tokens", None)  # derived from the counts
+    verdict = fields.pop("provider_verdict", None)  # the provider's own, when it gave one
+    if verdict is not None:
+        fields["provider_verdict"] = verdict["verdict"]
+        fields["provider_agrees"] = verdict["agrees"]
     causes = tuple(
         CacheCause(kind=c["kind"], seqs=tuple(c["seqs"]), detail=c["detail"])
         for c in fields.pop("causes")
