@@ -264,8 +264,10 @@ def test_run_on_a_full_disk_says_the_unwritten_events_are_lost(
         obj={"debug": False},
     )
     assert ran.exit_code == 2, ran.output
-    note, line = ran.stderr.splitlines()
-    assert note.startswith("note: no provider configured")
+    *notes, line = ran.stderr.splitlines()
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("note: no provider configured")
+    assert notes[1] == "note: no session d in the store: started it as a new session"
     path = tmp_path / "d.jsonl"
     assert line.startswith("error: could not write ")
     assert f"events of session d to {path}: No space left on device" in line

@@ -27,7 +27,7 @@ async def test_system_blocks_are_carried_and_a_changed_block_is_named(tmp_path: 
     carried = await carry(tmp_path, body(HELLO, system=SYSTEM), _next(changed))
     assert carried.session.header is not None
     assert list(carried.session.header.system or ()) == changed
-    assert carried.causes(2) == ["system 2 lines"]  # the old block out, the new one in
+    assert carried.causes(2) == ["system 1 line"]  # one block changed in place
     (cause,) = carried.report.requests[1].causes
     assert "Rules, changed." in str(cause.detail["system_change"])
 
