@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from openai import AsyncOpenAI
 
 from tapelog.emulator import Emulator
@@ -84,3 +85,36 @@ async def test_a_response_the_log_lacks_is_named_as_the_providers(tmp_path: Path
     upstream = emu.received[1].json()
     assert upstream == decode(sent)  # previous_response_id carried as sent
     assert upstream["previous_response_id"] == first.id
+
+
+@pytest.mark.parametrize("index", ["kept", "rebuilt"])
+async def test_another_replica_finds_the_response_the_first_logged(
+    tmp_path: Path, index: str
+) -> None:
+    """The map from response id to session lives in the store: a second proxy on
+    the same store (a replica, or the first one restarted) names where it is,
+    also when the store's index is gone and rebuilt from the sessions' logs."""
+    emu = Emulator(script=SCRIPT)
+    store, lines = tmp_path / "sessions", []
+    with serve(emu.app) as port:
+        with recorded_proxy(store, port, lines) as (first_port, _):
+            client = AsyncOpenAI(base_url=f"http://127.0.0.1:{first_port}/v1", api_key=SECRET)
+            first = await client.responses.create(model="gpt-5", input="add", tools=TOOLS)
+            await client.close()
+        call = first.output[1]
+        assert call.type == "function_call"
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "3"}
+        if index == "rebuilt":
+            (store / ".index" / "points.jsonl").unlink()
+        with recorded_proxy(store, port, lines) as (second_port, _):
+            client = AsyncOpenAI(base_url=f"http://127.0.0.1:{second_port}/v1", api_key=SECRET)
+            second = await client.responses.create(
+                model="gpt-5", previous_response_id=first.id, input=[output], tools=TOOLS
+            )
+            await client.close()
+    assert second.output_text == "3"
+    ends = _ends(store)
+    (opened,) = [sid for sid in ends if ends[sid]["response_id"] == first.id]
+    (continued,) = [sid for sid in ends if ends[sid]["response_id"] == second.id]
+    assert ends[continued]["previous_response"] == {"id": first.id, "session": opened, "turn": 1}
+    assert f"continues {first.id} (logged in {opened} turn 1)" in lines[1]
