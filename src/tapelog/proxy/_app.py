@@ -53,6 +53,7 @@ from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._identity import Agent, Who, client_signal
 from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
+from tapelog.proxy._responses_in import continuing
 from tapelog.proxy._responses_out import ResponsesAnswer, previous_response
 from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
 from tapelog.proxy._sessions import Sessions, SessionState
@@ -323,7 +324,10 @@ class Proxy:
                 Agent.of(parsed.system, parsed.tools, parsed.model),
                 client_signal(parsed.body, request.headers),
             )
-            assigned = await self.router.assign(explicit, messages.keys, chain, who)
+            previous = parsed.extras.get("previous_response_id")
+            assigned = await self.router.assign(
+                explicit, messages.keys, chain, who, previous if family == "responses" else None
+            )
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
@@ -334,10 +338,13 @@ class Proxy:
             return self._refuse(family, ProxyError(str(exc), status=500), explicit)
         try:
             state = assigned.state
+            history = state.session.history()
+            if assigned.how == "continue":  # the provider holds the history
+                parsed = continuing(parsed, history.messages)
+                own = self.translator.messages(parsed)
+                messages = replace(own, neutral=[*history.messages, *own.neutral])
             header = self.translator.header(parsed, messages.rules, state.session.header)
-            plan = plan_messages(
-                state.session.history(), messages.neutral, self.translator.same(header)
-            )
+            plan = plan_messages(history, messages.neutral, self.translator.same(header))
         except TapelogError as exc:
             self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
