@@ -5,6 +5,8 @@ continues a session's last response continues that session."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +166,62 @@ async def test_another_replica_finds_the_response_the_first_logged(
     assert [r["response_id"] for r in reasons] == [first.id, second.id]
     assert reasons[1]["previous_response"] == {"id": first.id, "session": session_id, "turn": 1}
     assert f"continues {first.id} (logged in {session_id} turn 1)" in lines[1]
+
+
+class _Gate:
+    """An ASGI app in front of the emulator that holds its second POST until
+    :attr:`release` is set, and says when that request arrived."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.posts = 0
+        self.arrived, self.release = threading.Event(), threading.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            self.posts += 1
+            if self.posts == 2:
+                self.arrived.set()
+                await asyncio.to_thread(self.release.wait, 10)
+        await self.app(scope, receive, send)
+
+
+async def test_a_response_whose_session_is_busy_starts_a_linked_session(tmp_path: Path) -> None:
+    """Two requests that continue the same last response at once: the first
+    continues the session, the other (its session busy) is a new session whose
+    turn names where the response is logged."""
+    emu = Emulator(script=[{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    gate = _Gate(emu.app)
+    store, lines = tmp_path / "sessions", []
+    with serve(gate) as port, recorded_proxy(store, port, lines) as (proxy_port, _):
+        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{proxy_port}/v1", api_key=SECRET)
+        first = await client.responses.create(model="gpt-5", input="hi", store=True)
+        held = asyncio.ensure_future(
+            client.responses.create(
+                model="gpt-5", input="a", store=True, previous_response_id=first.id
+            )
+        )
+        assert await asyncio.to_thread(gate.arrived.wait, 10)
+        other = await client.responses.create(
+            model="gpt-5", input="b", store=True, previous_response_id=first.id
+        )
+        gate.release.set()
+        slow = await held
+        await client.close()
+    # the one held upstream is answered last
+    assert (other.output_text, slow.output_text) == ("two", "three")
+    sessions = sessions_in(store)
+    assert_rebuilds(sessions, emu)
+    ends = {
+        sid: [e.data["reason"] for e in s.events if e.type == "turn/end"]
+        for sid, s in sessions.items()
+    }
+    (continued,) = [sid for sid in ends if len(ends[sid]) == 2]
+    (linked,) = [sid for sid in ends if sid != continued]
+    assert ends[continued][1]["response_id"] == slow.id
+    assert ends[linked][0]["response_id"] == other.id
+    assert ends[linked][0]["previous_response"] == {
+        "id": first.id,
+        "session": continued,
+        "turn": 1,
+    }
