@@ -286,3 +286,27 @@ def test_same_log_same_bytes_cached_or_not_as_the_log_grows(history: list[dict[s
         expected = [item for i, m in enumerate(part) for item in WIRE.items(m, where=f"m{i}")]
         assert body["input"] == thaw(freeze(expected))
         assert body["store"] is False
+
+
+@settings(max_examples=40, deadline=None)
+@given(history=histories, data=st.data())
+def test_held_messages_are_left_out_of_the_input_cached_or_not(
+    history: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """``held`` (a request continuing a provider-stored response): the input is
+    the items of the messages after the held ones, the rest of the body is the
+    same, and the bytes are the same with or without the piece cache."""
+    cache = BodyCache()
+    for n in range(1, len(history) + 1):
+        part = history[:n]
+        held = data.draw(st.integers(0, n))
+        wire = ResponsesWire(held=held)
+        request = make_request(part, reasoning_effort="low")
+        straight = wire.encode_body(request)
+        assert straight == encode(wire.build_body(request))
+        assert wire.encode_body(request, cache=cache) == straight
+        body, whole = decode(straight), decode(WIRE.encode_body(request))
+        kept = [item for i, m in enumerate(part[held:]) for item in WIRE.items(m, where=f"m{i}")]
+        assert body.pop("input") == thaw(freeze(kept))
+        whole.pop("input")
+        assert body == whole

@@ -196,6 +196,12 @@ def test_the_logged_config_alone_chooses_the_wire() -> None:
     assert "store" not in decode(carried.encode_body(_request()))
     with pytest.raises(HeaderError, match="store_false"):
         wire_for(plain.replace(wire={"store_false": False}))
+    assert wire_for(plain.replace(wire={"api": "responses", "held": 2})).held == 2
+    for held in (-1, True, "2"):
+        with pytest.raises(HeaderError, match=r"config\.wire\.held"):
+            wire_for(plain.replace(wire={"api": "responses", "held": held}))
+    with pytest.raises(HeaderError, match="held"):
+        wire_for(plain.replace(wire={"held": 1}))
     with pytest.raises(HeaderError, match="reasoning_send_back"):
         wire_for(plain.replace(wire={"api": "responses", "reasoning_send_back": "never"}))
     with pytest.raises(HeaderError, match="does not read"):

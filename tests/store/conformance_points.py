@@ -15,7 +15,8 @@ from tapelog.store._api import PointRecord, verify_jsonl
 
 def _record(i: int, session: str = "s-1") -> PointRecord:
     anchor = None if i % 2 else bytes([i % 256]) * 16
-    return PointRecord(session, bytes([i % 256]) * 16, i + 1, 3 * i, anchor, anchor)
+    response = (f"resp_{i}", i) if i % 3 == 0 else (None, None)
+    return PointRecord(session, bytes([i % 256]) * 16, i + 1, 3 * i, anchor, anchor, (), *response)
 
 
 def _turn(session: Session, text: str) -> None:

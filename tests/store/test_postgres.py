@@ -32,6 +32,7 @@ from psycopg import sql
 from tapelog import CorruptLogError, Session, SessionLockedError, StoreError
 from tapelog.log import decode, encode
 from tapelog.store import PostgresStore, SessionStore
+from tapelog.store._api import PointRecord
 from tapelog.store._format import header_line
 
 from .conformance import StoreConformance, full_session, lines_of, one_turn
@@ -487,3 +488,33 @@ def test_a_follower_queries_rows_only_when_a_flush_notifies_it(store: PostgresSt
         writer.flush()
         assert follower.poll(timeout=5) == lines_of(session)
         assert len(sent) == 1
+
+
+def test_a_points_table_from_before_response_ids_gets_their_columns(
+    store: PostgresStore,
+) -> None:
+    """A store whose ``points`` table predates ``response_id`` and ``turn`` keeps
+    its rows and records responses once a proxy uses it again."""
+    store.create_schema()
+    old = PointRecord("s-old", b"\x01" * 16, 1, 2)
+    with psycopg.connect(store.conninfo, autocommit=True) as conn:
+        table = sql.SQL("{}.points").format(sql.Identifier(store.schema))
+        conn.execute(sql.SQL("DROP TABLE {}").format(table))
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (id bigserial PRIMARY KEY, session_id text NOT NULL, "
+                "digest bytea NOT NULL, length integer NOT NULL, seq integer NOT NULL, "
+                "anchor bytea, retry bytea, alternatives bytea[] NOT NULL DEFAULT '{{}}')"
+            ).format(table)
+        )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (session_id, digest, length, seq) VALUES (%s, %s, 1, 2)"
+            ).format(table),
+            ("s-old", old.digest),
+        )
+    fresh = PostgresStore(store.conninfo, schema=store.schema)
+    new = PointRecord("s-new", b"\x02" * 16, 3, 9, response_id="resp_1", turn=2)
+    fresh.point_log().append([new])
+    assert fresh.point_log().read(0)[0] == [old, new]
+    fresh.point_log().close()

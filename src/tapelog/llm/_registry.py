@@ -47,6 +47,7 @@ WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
         "api",
         "store_false",
         "input_string",
+        "held",
         "token_field",
         "query",
     ),
@@ -129,8 +130,13 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
             raise HeaderError(
                 f"config.wire.input_string must be true or false, got {input_string!r}."
             )
-        return ResponsesWire(dialect=dialect, store_false=store_false, input_string=input_string)
-    for option in ("store_false", "input_string"):
+        held = config.wire.get("held", 0)
+        if not isinstance(held, int) or isinstance(held, bool) or held < 0:
+            raise HeaderError(f"config.wire.held must be an int >= 0, got {held!r}.")
+        return ResponsesWire(
+            dialect=dialect, store_false=store_false, input_string=input_string, held=held
+        )
+    for option in ("store_false", "input_string", "held"):
         if option in config.wire:
             raise HeaderError(f'config.wire.{option} is for the responses wire (api "responses").')
     return OpenAIWire(dialect=dialect, send_back=send_back, token_field=_token_field(config))

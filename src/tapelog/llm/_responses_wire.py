@@ -72,12 +72,16 @@ class ResponsesWire:
     ``input_string`` (``config.wire.input_string = true``, how the proxy
     carries a client that sent ``input`` as a string) sends an input that is
     one user message of one text block as that string, as the client did;
-    any other input is the item list.
+    any other input is the item list. ``held`` (``config.wire.held``, how the
+    proxy carries a request that continues a logged response by
+    ``previous_response_id``) is how many leading messages of the history the
+    provider holds already: the input is the messages after them.
     """
 
     dialect: str = "openai"
     store_false: bool = True
     input_string: bool = False
+    held: int = 0
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -131,9 +135,10 @@ class ResponsesWire:
     def _string_input(self, request: LlmRequest) -> str | None:
         """The input as the client's string, when ``input_string`` is on and the
         input is what a string stands for: one user message of one text block."""
-        if not self.input_string or len(request.messages) != 1:
+        messages = request.messages[self.held :]
+        if not self.input_string or len(messages) != 1:
             return None
-        message = request.messages[0]
+        message = messages[0]
         content = message.get("content")
         if (
             set(message) == {"role", "content"}
@@ -154,7 +159,7 @@ class ResponsesWire:
         if text is None:
             items = [
                 item
-                for i, m in enumerate(request.messages)
+                for i, m in enumerate(request.messages[self.held :], self.held)
                 for item in input_items(m, f"messages[{i}]")
             ]
         body = {k: (items if v is _INPUT else v) for k, v in self._fields(request)}
@@ -180,25 +185,28 @@ class ResponsesWire:
             return object_parts(
                 (k, [string] if v is None else v) for k, v in self._members(request)
             )
-        seqs = node_seq_list(request.messages, request.node_seqs)
+        held = self.held
+        messages = request.messages[held:]
+        seqs = node_seq_list(request.messages, request.node_seqs)[held:]
 
         def make(i: int) -> bytes:
             # A message's items, comma-separated: the piece of its node (may be empty).
-            items = input_items(request.messages[i], f"messages[{i}]")
-            return b",".join(encode(item, path=f"messages[{i}]") for item in items)
+            where = f"messages[{held + i}]"
+            items = input_items(messages[i], where)
+            return b",".join(encode(item, path=where) for item in items)
 
         history: Parts
         if cache is None:
             members = self._members(request)
             history = [b",".join(p for p in (make(i) for i in range(len(seqs))) if p)]
         else:
-            cache.bind(("responses", self.dialect, self.store_false, self.input_string))
+            cache.bind(("responses", self.dialect, self.store_false, self.input_string, held))
             members = cache.head(request.header.canonical_bytes(), lambda: self._members(request))
 
             def piece(i: int) -> bytes:
-                return cache.piece(seqs[i], request.messages[i], lambda: make(i))
+                return cache.piece(seqs[i], messages[i], lambda: make(i))
 
-            history = cache.joined(seqs, request.messages, piece, scope=request.session_id)
+            history = cache.joined(seqs, messages, piece, scope=request.session_id)
             cache.prune(seqs if request.session_id is None else ())
         items: Parts = [b"[", *history, b"]"]
         return object_parts((k, items if v is None else v) for k, v in members)

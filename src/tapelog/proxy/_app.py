@@ -53,7 +53,8 @@ from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._identity import Agent, Who, client_signal
 from tapelog.proxy._index import SessionIndex
 from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
-from tapelog.proxy._responses_out import ResponseIds, ResponsesAnswer
+from tapelog.proxy._responses_in import continuing
+from tapelog.proxy._responses_out import ResponsesAnswer, previous_response
 from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
 from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
@@ -136,7 +137,6 @@ class Proxy:
         self.scan_limit = scan_limit
         self._started: asyncio.Task[int] | None = None
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
-        self.response_ids = ResponseIds()
         self.watch_cache = watch_cache
         self._watches: dict[str, CacheWatch] = {}
         self._max_watches = 2 * max_open
@@ -324,7 +324,10 @@ class Proxy:
                 Agent.of(parsed.system, parsed.tools, parsed.model),
                 client_signal(parsed.body, request.headers),
             )
-            assigned = await self.router.assign(explicit, messages.keys, chain, who)
+            previous = parsed.extras.get("previous_response_id")
+            assigned = await self.router.assign(
+                explicit, messages.keys, chain, who, previous if family == "responses" else None
+            )
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
         except SessionLockedError as exc:
@@ -335,10 +338,13 @@ class Proxy:
             return self._refuse(family, ProxyError(str(exc), status=500), explicit)
         try:
             state = assigned.state
+            history = state.session.history()
+            if assigned.how == "continue":  # the provider holds the history
+                parsed = continuing(parsed, history.messages)
+                own = self.translator.messages(parsed)
+                messages = replace(own, neutral=[*history.messages, *own.neutral])
             header = self.translator.header(parsed, messages.rules, state.session.header)
-            plan = plan_messages(
-                state.session.history(), messages.neutral, self.translator.same(header)
-            )
+            plan = plan_messages(history, messages.neutral, self.translator.same(header))
         except TapelogError as exc:
             self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)
@@ -360,7 +366,9 @@ class Proxy:
         state = assigned.state
         exchange = Exchange(state, header)
         exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
-        previous = self.response_ids.previous(parsed.extras)
+        if assigned.how == "explicit" and "previous_response_id" in parsed.extras:
+            await self.sessions.refresh()  # a named session skips the router's refresh
+        previous = previous_response(parsed.extras, self.index)
         if previous is not None:
             exchange.notes["previous_response"] = previous[0]
             exchange.changes.append(previous[1])
@@ -466,7 +474,6 @@ class Proxy:
         """
         state = exchange.state
         summary = self._summary(exchange, status)
-        self.response_ids.note(exchange.notes.get("response_id"), state.id, exchange.turn)
         point = self.sessions.point_of(state)
 
         def release() -> None:

@@ -83,6 +83,8 @@ class SessionIndex:
         self._digests: dict[str, list[bytes]] = {}  # what to forget with a session
         self._active: dict[str, int] = {}
         self._tick = 0
+        # upstream response id -> the session, turn and seq that logged it (Responses API)
+        self._responses: dict[str, tuple[str, int, int]] = {}
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -92,6 +94,22 @@ class SessionIndex:
         found = self._ends.get(session_id)
         return found[0] if found is not None else None
 
+    def response(self, response_id: str) -> tuple[str, int] | None:
+        """The session and turn that logged the upstream's response ``response_id``
+        (``None``: no session this index knows)."""
+        found = self._responses.get(response_id)
+        return None if found is None else found[:2]
+
+    def continued(self, response_id: str) -> Point | None:
+        """The end of the session whose last turn logged ``response_id`` (``None``:
+        no session ends with that response): a request that continues it by
+        ``previous_response_id`` continues that conversation."""
+        found = self._responses.get(response_id)
+        if found is None:
+            return None
+        end = self.end(found[0])
+        return end if end is not None and end.seq == found[2] else None
+
     def apply(self, record: PointRecord) -> None:
         """A turn of ``record.session_id`` ended at ``record.seq`` with a history of
         ``record.length`` messages whose chain ends with ``record.digest``;
@@ -100,6 +118,8 @@ class SessionIndex:
         ``record.alternatives`` the keys of that answer's other choices. Records are
         applied in the store's order, so every replica's index agrees."""
         session_id = record.session_id
+        if record.response_id is not None and record.turn is not None:
+            self._responses[record.response_id] = (session_id, record.turn, record.seq)
         self._tick += 1
         self._active[session_id] = self._tick
         old = self._ends.pop(session_id, None)
@@ -131,6 +151,8 @@ class SessionIndex:
                 if not holders:
                     del self._points[digest]
         self._active.pop(session_id, None)
+        for response_id in [r for r, found in self._responses.items() if found[0] == session_id]:
+            del self._responses[response_id]
 
     def _recent(self, session_id: str) -> int:
         return self._active.get(session_id, 0)

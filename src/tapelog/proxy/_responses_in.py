@@ -34,6 +34,7 @@ absent).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from tapelog._errors import EventError, JsonValueError, ProxyError
@@ -42,7 +43,13 @@ from tapelog.log._api import FrozenDict, freeze
 from tapelog.proxy._keys import loose_key
 from tapelog.proxy._types import EVERY_RULE, ClientRequest, Translated
 
-__all__ = ["group_items", "parse_responses", "responses_top", "translate_responses"]
+__all__ = [
+    "continuing",
+    "group_items",
+    "parse_responses",
+    "responses_top",
+    "translate_responses",
+]
 
 _OWN: Final = frozenset({"stream"})
 _MAPPED: Final = frozenset(
@@ -259,3 +266,22 @@ def translate_responses(group: Any, where: str) -> Translated:
 def responses_top(body: Mapping[str, Any]) -> dict[str, Any]:
     """Everything but the input and ``stream`` (the proxy's own), as parsed."""
     return {k: v for k, v in body.items() if k not in ("input", "stream")}
+
+
+def continuing(request: ClientRequest, history: Sequence[Mapping[str, Any]]) -> ClientRequest:
+    """A request that continues a session's last logged response by
+    ``previous_response_id``, in that session's terms: the provider holds the
+    ``history`` (``config.wire.held``: the wire sends only the request's own
+    items after it), and a function call output that answers a call of the
+    history's last answer is a tool result (its call is in the log)."""
+    last = history[-1] if history else None
+    calls: set[Any] = set()
+    if last is not None and last["role"] == "assistant":
+        calls = {b["id"] for b in last["content"] if b["type"] == "tool_call"}
+    groups = [
+        {**g, "natural": True}
+        if g["role"] == "tool" and g["items"][0].get("call_id") in calls
+        else g
+        for g in request.messages
+    ]
+    return replace(request, messages=groups, wire={**request.wire, "held": len(history)})

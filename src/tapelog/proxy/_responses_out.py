@@ -14,12 +14,12 @@ request, so not in its log: each Responses turn's ``turn/end`` reason names the
 upstream's ``response_id``, and a request that continues one says where that
 response is logged (``previous_response``: ``session`` and ``turn``), or that
 it is not (``in_log: false``: the earlier part of the prompt lives only on the
-provider). :class:`ResponseIds` maps the ids this proxy process logged.
+provider). The map from response id to session and turn is the store's
+conversation index (``_index``): each turn's point records its response id.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -28,8 +28,9 @@ from httpx_sse import ServerSentEvent
 from tapelog._errors import JsonValueError
 from tapelog.log import decode
 from tapelog.log._api import encode_trusted
+from tapelog.proxy._index import SessionIndex
 
-__all__ = ["ResponseIds", "ResponsesAnswer", "note_response_id", "responses_error_event"]
+__all__ = ["ResponsesAnswer", "note_response_id", "previous_response", "responses_error_event"]
 
 _FINAL: Final = frozenset({"response.completed", "response.incomplete"})
 
@@ -77,34 +78,24 @@ def note_response_id(notes: dict[str, Any], data: str) -> None:
         notes["response_id"] = response["id"]
 
 
-class ResponseIds:
-    """Which session and turn logged each upstream response id (the newest
-    ``limit`` of them, in this proxy process)."""
-
-    def __init__(self, limit: int = 100_000) -> None:
-        self._limit = limit
-        self._where: OrderedDict[str, tuple[str, int]] = OrderedDict()
-
-    def note(self, response_id: Any, session_id: str, turn: int | None) -> None:
-        if isinstance(response_id, str) and turn is not None:
-            self._where[response_id] = (session_id, turn)
-            while len(self._where) > self._limit:
-                self._where.popitem(last=False)
-
-    def previous(self, extras: Mapping[str, Any]) -> tuple[dict[str, Any], str] | None:
-        """For a request with ``previous_response_id``: the ``previous_response``
-        note and the summary line's words; ``None`` for any other request."""
-        wanted = extras.get("previous_response_id")
-        if wanted is None:
-            return None
-        found = self._where.get(wanted) if isinstance(wanted, str) else None
-        if found is None:
-            note = {"id": wanted, "in_log": False}
-            words = (
-                f"continues {wanted}, which is not in the log: the earlier part of the "
-                "prompt lives only on the provider"
-            )
-            return note, words
-        session_id, turn = found
-        note = {"id": wanted, "session": session_id, "turn": turn}
-        return note, f"continues {wanted} (logged in {session_id} turn {turn})"
+def previous_response(
+    extras: Mapping[str, Any], index: SessionIndex
+) -> tuple[dict[str, Any], str] | None:
+    """For a request with ``previous_response_id``: the ``previous_response``
+    note and the summary line's words, from the conversation index (which the
+    store keeps: any replica, or a restarted proxy, knows every logged
+    response); ``None`` for any other request."""
+    wanted = extras.get("previous_response_id")
+    if wanted is None:
+        return None
+    found = index.response(wanted) if isinstance(wanted, str) else None
+    if found is None:
+        note = {"id": wanted, "in_log": False}
+        words = (
+            f"continues {wanted}, which is not in the log: the earlier part of the "
+            "prompt lives only on the provider"
+        )
+        return note, words
+    session_id, turn = found
+    note = {"id": wanted, "session": session_id, "turn": turn}
+    return note, f"continues {wanted} (logged in {session_id} turn {turn})"

@@ -4,7 +4,10 @@ A request that names its session (``explicit``) gets that one, opened or
 created. Any other is matched against the conversation index (``_index``),
 brought up to date from the store first, so a replica routes a request by what
 every replica recorded: **extend**, **retry** or **edit** open the matched session,
-**fork** seeds a new one at the matched point, **new** creates one. A request
+**fork** seeds a new one at the matched point, **new** creates one. A
+Responses request that continues a logged response (``previous_response_id``)
+**continues** the session whose last turn logged it, when that session is idle
+at exactly that turn (else it is matched as any other). A request
 another agent of the client sent (``_identity``: a subagent that holds the
 main conversation's first exchange under its own system prompt and tools)
 **branches** instead: a new session, seeded with nothing, whose
@@ -71,6 +74,7 @@ class Router:
         keys: Sequence[bytes],
         chain: Sequence[bytes],
         who: Who | None = None,
+        previous: str | None = None,
     ) -> Assigned:
         """The session of a request whose messages have these loose ``keys`` and
         prefix ``chain``, sent by ``who``, its lock held; :class:`SessionLockedError`
@@ -81,6 +85,10 @@ class Router:
         sessions = self.sessions
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.lock_wait
+        if previous is not None:
+            continued = await self._continued(previous, deadline)
+            if continued is not None:
+                return self._assigned(continued, who)
         elsewhere: set[str] = set()  # held by another replica past the deadline
 
         def busy(session_id: str) -> bool:
@@ -128,6 +136,37 @@ class Router:
                 return self._assigned(Assigned(state, "fork", point.session_id), who)
             return await self._new(who)
         raise ProxyError("the proxy is busy with this conversation; retry", status=409)
+
+    async def _continued(self, response_id: str, deadline: float) -> Assigned | None:
+        """The session whose last turn logged ``response_id``, its lock held, when
+        it is idle at exactly that turn (a request that continues that response by
+        ``previous_response_id`` continues the conversation); ``None`` otherwise
+        (the request is matched as any other)."""
+        sessions = self.sessions
+        loop = asyncio.get_running_loop()
+        while True:
+            await sessions.refresh()
+            point = sessions.index.continued(response_id)
+            if point is None or sessions.busy(point.session_id):
+                return None
+            try:
+                state = await sessions.open(point.session_id)
+            except SessionLockedError:
+                if loop.time() >= deadline:
+                    return None
+                await asyncio.sleep(_RETRY)
+                continue
+            except SessionNotFoundError:  # deleted since it was indexed
+                sessions.index.forget(point.session_id)
+                return None
+            if state.lock.locked():  # taken while it was being opened
+                return None
+            await state.lock.acquire()
+            ends = (e.seq for e in reversed(state.session.events) if e.type == "turn/end")
+            if next(ends, None) != point.seq:  # moved on since it was indexed
+                await self._put_back(state)
+                return None
+            return Assigned(state, "continue", point.session_id)
 
     async def _put_back(self, state: SessionState) -> None:
         """Let go of a session opened for a request that went elsewhere: its

@@ -282,7 +282,7 @@ class Sessions:
         answer = None
         if len(history) and history[len(history) - 1][1]["role"] == "assistant":
             answer = state.session.event(history[len(history) - 1][0])
-        return _record(state.id, state.chain, history, end.seq, answer)
+        return _record(state.id, state.chain, history, end, answer)
 
     def release(self, state: SessionState, point: PointRecord | None) -> None:
         """A request's turn ended and was flushed: record ``point`` in the store's
@@ -348,10 +348,13 @@ class Sessions:
 
 
 def _record(
-    session_id: str, chain: SurfaceChain, history: History, seq: int, answer: Event | None
+    session_id: str, chain: SurfaceChain, history: History, end: Event, answer: Event | None
 ) -> PointRecord:
-    """The point of a session whose history is ``history`` at seq ``seq``;
-    ``answer`` is the event of its last message when that is an answer."""
+    """The point of a session whose history is ``history`` at event ``end`` (a
+    ``turn/end`` or ``session/end-seed``); ``answer`` is the event of its last
+    message when that is an answer. A ``turn/end`` whose reason names the
+    upstream's ``response_id`` (a Responses turn) puts it in the record, so
+    every replica can say where a continued response is logged."""
     digests = chain.update(history)
     anchor = retry = None
     others: tuple[bytes, ...] = ()
@@ -362,7 +365,14 @@ def _record(
         # message are far likelier than a first answer lost on the way.
         retry = digests[-2] if len(digests) > 2 else None
     digest = digests[-1] if digests else b""
-    return PointRecord(session_id, digest, len(digests), seq, anchor, retry, others)
+    reason = end.data.get("reason") if end.type == "turn/end" else None
+    response_id = reason.get("response_id") if isinstance(reason, Mapping) else None
+    turn = end.data.get("turn")
+    if not isinstance(response_id, str) or not isinstance(turn, int):
+        response_id = turn = None
+    return PointRecord(
+        session_id, digest, len(digests), end.seq, anchor, retry, others, response_id, turn
+    )
 
 
 def _points_of(session_id: str, events: Iterable[Event]) -> list[PointRecord]:
@@ -378,7 +388,7 @@ def _points_of(session_id: str, events: Iterable[Event]) -> list[PointRecord]:
         if event.type in _POINTS:
             history = fold.history()
             last = answers.get(history[len(history) - 1][0]) if len(history) else None
-            records.append(_record(session_id, chain, history, event.seq, last))
+            records.append(_record(session_id, chain, history, event, last))
     return records
 
 

@@ -3,7 +3,11 @@
 ::
 
     points(id bigserial PK, session_id text, digest bytea, length int,
-           seq int, anchor bytea, retry bytea)
+           seq int, anchor bytea, retry bytea, alternatives bytea[],
+           response_id text, turn int)
+
+A table made before ``response_id`` and ``turn`` existed gets them when a log
+first uses it (nullable columns: an instant change).
 
 A position is the ``id`` of the last row read. Appends take a transaction-level
 advisory lock first, so rows commit in ``id`` order and a reader that has
@@ -38,16 +42,22 @@ CREATE TABLE IF NOT EXISTS {s}.points (
     seq integer NOT NULL,
     anchor bytea,
     retry bytea,
-    alternatives bytea[] NOT NULL DEFAULT '{{}}'
+    alternatives bytea[] NOT NULL DEFAULT '{{}}',
+    response_id text,
+    turn integer
 );
 """
+_UPGRADE: Final = (
+    "ALTER TABLE {s}.points ADD COLUMN IF NOT EXISTS response_id text, "
+    "ADD COLUMN IF NOT EXISTS turn integer"
+)
 _INSERT: Final = (
-    "INSERT INTO {s}.points (session_id, digest, length, seq, anchor, retry, alternatives) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    "INSERT INTO {s}.points (session_id, digest, length, seq, anchor, retry, alternatives, "
+    "response_id, turn) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _READ: Final = (
-    "SELECT id, session_id, digest, length, seq, anchor, retry, alternatives FROM {s}.points "
-    "WHERE id > %s ORDER BY id"
+    "SELECT id, session_id, digest, length, seq, anchor, retry, alternatives, response_id, "
+    "turn FROM {s}.points WHERE id > %s ORDER BY id"
 )
 _LOCK_NAME: Final = "/points"  # no session id has a slash: its own advisory key
 
@@ -63,6 +73,15 @@ def ensure_points_table(store: PostgresStore, conn: Connection[Any]) -> None:
                 # The key the store's own DDL takes: one creator at a time.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (store._lock_key(""),))
                 conn.execute(store._sql(POINTS_DDL))
+        found = conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = 'points' AND column_name = 'turn'",
+            (store.schema,),
+        ).fetchone()
+        if found is None:  # a table from before the response columns
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (store._lock_key(""),))
+                conn.execute(store._sql(_UPGRADE))
 
 
 class PostgresPointLog(PointLog):
@@ -87,7 +106,17 @@ class PostgresPointLog(PointLog):
         if not records:
             return
         rows = [
-            (r.session_id, r.digest, r.length, r.seq, r.anchor, r.retry, list(r.alternatives))
+            (
+                r.session_id,
+                r.digest,
+                r.length,
+                r.seq,
+                r.anchor,
+                r.retry,
+                list(r.alternatives),
+                r.response_id,
+                r.turn,
+            )
             for r in records
         ]
         with self._lock:
@@ -115,8 +144,10 @@ class PostgresPointLog(PointLog):
                 anchor=None if anchor is None else bytes(anchor),
                 retry=None if retry is None else bytes(retry),
                 alternatives=tuple(bytes(a) for a in alternatives or ()),
+                response_id=response_id,
+                turn=turn,
             )
-            for _, sid, digest, length, seq, anchor, retry, alternatives in rows
+            for _, sid, digest, length, seq, anchor, retry, alternatives, response_id, turn in rows
         ]
         return records, (rows[-1][0] if rows else position)
 

@@ -2,8 +2,9 @@
 
 A proxy replica records, each time a turn of one of its sessions ends, where
 that conversation now stands: a :class:`PointRecord` (the digest of the
-session's message history, its length, the seq of the ``turn/end``, and the
-loose key of its last answer). Every replica reads the records it has not
+session's message history, its length, the seq of the ``turn/end``, the
+loose key of its last answer, and the upstream's response id when the turn
+logged one). Every replica reads the records it has not
 seen yet (:meth:`PointLog.read` from its cursor) before it matches a request,
 and folds them, in the store's order, into its in-memory index
 (``tapelog.proxy._index``). So the index lives in the store, not in any one
@@ -39,8 +40,10 @@ class PointRecord:
     its last message when that is an answer (``None`` otherwise), and ``retry``
     the chain digest of the history without that answer (what a client that
     sends its last request again sends); ``alternatives`` are the loose keys of
-    that answer's other choices (``n`` > 1: a client may keep any of them). A
-    record with ``length == 0`` says the session has no point any more."""
+    that answer's other choices (``n`` > 1: a client may keep any of them);
+    ``response_id`` the upstream's id of the response turn ``turn`` logged there
+    (the Responses API: a later request may continue it by id, on any replica).
+    A record with ``length == 0`` says the session has no point any more."""
 
     session_id: str
     digest: bytes
@@ -49,6 +52,8 @@ class PointRecord:
     anchor: bytes | None = None
     retry: bytes | None = None
     alternatives: tuple[bytes, ...] = ()
+    response_id: str | None = None
+    turn: int | None = None
 
     def encode(self) -> bytes:
         """The record as one canonical JSON line (without its newline)."""
@@ -64,6 +69,10 @@ class PointRecord:
             data["retry"] = self.retry.hex()
         if self.alternatives:
             data["alternatives"] = [a.hex() for a in self.alternatives]
+        if self.response_id is not None:
+            data["response_id"] = self.response_id
+        if self.turn is not None:
+            data["turn"] = self.turn
         return encode(data)
 
     @classmethod
@@ -73,6 +82,7 @@ class PointRecord:
         try:
             data = decode(line)
             anchor, retry = data.get("anchor"), data.get("retry")
+            response_id, turn = data.get("response_id"), data.get("turn")
             return cls(
                 session_id=str(data["session"]),
                 digest=bytes.fromhex(data["digest"]),
@@ -81,6 +91,8 @@ class PointRecord:
                 anchor=None if anchor is None else bytes.fromhex(anchor),
                 retry=None if retry is None else bytes.fromhex(retry),
                 alternatives=tuple(bytes.fromhex(a) for a in data.get("alternatives", ())),
+                response_id=None if response_id is None else str(response_id),
+                turn=None if turn is None else int(turn),
             )
         except (JsonValueError, KeyError, TypeError, ValueError, AttributeError):
             return None
