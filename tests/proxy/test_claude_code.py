@@ -14,7 +14,6 @@ verify`` passes and ``tapelog cache`` finds no unexplained drop. docs/proxy.md,
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -27,11 +26,11 @@ import httpx
 
 from tapelog.log import decode
 
+from ._claude_code import claude_dirs, run_claude
 from ._frameworks import proxy_process
 from ._helpers import own_requests, serve, sessions_in
 from ._recorder import Recorder
 
-CLAUDE = Path(__file__).parents[1] / "realagents" / "node_modules" / ".bin" / "claude"
 TAPELOG = [sys.executable, "-c", "from tapelog.cli import main; main()"]
 
 
@@ -77,37 +76,13 @@ def emulator_process(script: Path) -> Iterator[int]:
             proc.stderr.close()
 
 
-def _claude(repo: Path, home: Path, port: int, *args: str) -> str:
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "ANTHROPIC_API_KEY": "sk-ant-test-key",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-    done = subprocess.run(
-        [str(CLAUDE), "-p", *args, "--allowedTools", "Bash Read"],
-        cwd=repo,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout.strip()
-
-
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TAPELOG, *args], capture_output=True, text=True, timeout=60)
 
 
 def test_claude_code_runs_two_turns_with_its_tools_through_the_proxy(tmp_path: Path) -> None:
-    repo, home, store = tmp_path / "repo", tmp_path / "home", tmp_path / "store"
-    repo.mkdir()
-    home.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    repo, home = claude_dirs(tmp_path)
+    store = tmp_path / "store"
     script = tmp_path / "script.json"
     script.write_text(json.dumps(_script(repo)))
     output: list[str] = []
@@ -119,8 +94,12 @@ def test_claude_code_runs_two_turns_with_its_tools_through_the_proxy(tmp_path: P
         ):
             client = Recorder(f"http://127.0.0.1:{proxy}")
             with serve(client) as front:
-                first = _claude(repo, home, front, "Write hi to a.txt, then read it back.")
-                second = _claude(repo, home, front, "--continue", "What does it say now?")
+                first = run_claude(
+                    repo, home, front, "Write hi to a.txt, then read it back.", allowed="Bash Read"
+                )
+                second = run_claude(
+                    repo, home, front, "--continue", "What does it say now?", allowed="Bash Read"
+                )
     assert first == "The file says hi."
     assert second == "It still says hi."
     assert (repo / "a.txt").read_text() == "hi\n"  # Claude Code ran its own Bash tool
