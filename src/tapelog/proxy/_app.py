@@ -15,7 +15,7 @@ extend / edit / fork / new) and take that session's lock, plan how its
 messages meet the log (``_exchange.plan_messages``), log the request and its
 header, rebuild and check the bytes, make the log durable, send, then relay
 and log the answer (``_relay``). The session's lock is released when the
-turn's end is logged and durable.
+turn's end is logged and durable (``_turn_end``).
 """
 
 from __future__ import annotations
@@ -41,9 +41,8 @@ from tapelog._errors import (
     SessionLockedError,
     TapelogError,
 )
-from tapelog.audit._api import CacheWatch
 from tapelog.checker._api import check_enabled
-from tapelog.llm._api import logged_target, usage_prompt_tokens, wire_for
+from tapelog.llm._api import logged_target, wire_for
 from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
@@ -56,9 +55,10 @@ from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._responses_in import continuing
 from tapelog.proxy._responses_out import ResponsesAnswer, previous_response
 from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
-from tapelog.proxy._sessions import Sessions, SessionState
-from tapelog.proxy._summary import RequestSummary, header_changes
+from tapelog.proxy._sessions import Sessions
+from tapelog.proxy._summary import RequestSummary
 from tapelog.proxy._translate import Messages, Translator
+from tapelog.proxy._turn_end import TurnEnd
 from tapelog.proxy._types import ClientRequest, Family
 from tapelog.proxy._unknown import unknown_endpoint
 from tapelog.proxy._upstream import Upstream, client_secrets, upstream_headers
@@ -138,8 +138,9 @@ class Proxy:
         self._started: asyncio.Task[int] | None = None
         self.guard = RequestGuard(check_host=check_host, allowed_origins=allowed_origins)
         self.watch_cache = watch_cache
-        self._watches: dict[str, CacheWatch] = {}
-        self._max_watches = 2 * max_open
+        self.turn_end = TurnEnd(
+            self.sessions, self._report, watch_cache=watch_cache, max_watches=2 * max_open
+        )
         routes = [Route("/health", self._health, methods=["GET"])]
         for path, family in _ROUTES.items():
             routes.append(Route(path, self._endpoint(family), methods=["POST"]))
@@ -382,7 +383,7 @@ class Proxy:
                 exchange.finish(error=error_of(exc, self.upstream.provider), sent=False)
             else:
                 exchange.abandon(error_of(exc, self.upstream.provider))
-            await self._done(exchange, True, status=500)
+            await self.turn_end.done(exchange, True, status=500)
             message = error_of(exc, self.upstream.provider)["message"]
             said = f"the proxy could not log the request: {message}"
             return self._fail(parsed.family, 500, said, state.id)
@@ -398,7 +399,7 @@ class Proxy:
             )
         except httpx.HTTPError as exc:
             exchange.finish(error=error_of(exc, self.upstream.provider))
-            await self._done(exchange, False, status=502)
+            await self.turn_end.done(exchange, False, status=502)
             message = error_of(exc, self.upstream.provider)["message"]
             return self._fail(parsed.family, 502, message, state.id)
         if not 200 <= response.status_code < 300:
@@ -410,7 +411,7 @@ class Proxy:
                 "message": _excerpt(text),
             }
             exchange.finish(error=error)
-            await self._done(exchange, False, status=response.status_code)
+            await self.turn_end.done(exchange, False, status=response.status_code)
             head = {**passed_headers(response.headers), **_named(state.id)}
             return Response(text, status_code=response.status_code, headers=head)
         answer = None
@@ -422,7 +423,7 @@ class Proxy:
             family=parsed.family,
             provider=self.upstream.provider,
             answer=answer,
-            done=self._done,
+            done=self.turn_end.done,
         )
         if parsed.stream:
             head = {**passed_headers(response.headers), **_named(state.id)}
@@ -462,70 +463,6 @@ class Proxy:
         if plan.changed is not None and assigned.how != "retry":
             changes.append(f"client changed {messages.where(plan.changed, offset)}")
         return changes
-
-    async def _done(self, exchange: Exchange, aborted: bool, status: int = 200) -> None:
-        """A turn ended: make it durable, record its point in the store's index,
-        release the session (its writer closed: any replica may take the next
-        request), report. The client gets the answer's end only after this.
-
-        The lock is released and the line reported even if the wait is
-        cancelled (the client left): the flush and the release still complete.
-        A failed flush keeps the session open, its events buffered for the next.
-        """
-        state = exchange.state
-        summary = self._summary(exchange, status)
-        point = self.sessions.point_of(state)
-
-        def release() -> None:
-            state.writer.flush()
-            self.sessions.release(state, point)
-
-        if self.watch_cache:
-            summary = replace(summary, cache_break=self._cache_break(state))
-        try:
-            if aborted:
-                release()  # no await a second cancellation could cut short
-            else:
-                await asyncio.shield(asyncio.to_thread(release))
-        finally:
-            self.sessions.settle(state)
-            if state.lock.locked():
-                state.lock.release()
-            self._report(summary)
-
-    def _cache_break(self, state: SessionState) -> str | None:
-        """The cache audit's line for the request that just ended, if its
-        prefix broke (the session's lock is held: no step is open)."""
-        watch = self._watches.pop(state.id, None)
-        if watch is None or watch.session is not state.session:
-            watch = CacheWatch(state.session)
-        self._watches[state.id] = watch  # newest last
-        while len(self._watches) > self._max_watches:
-            del self._watches[next(iter(self._watches))]
-        try:
-            breaks = watch.breaks()
-        except Exception as exc:  # the audit must never cost the client its answer
-            self._watches.pop(state.id, None)
-            return f"cache audit of {state.id} failed: {exc}"
-        return breaks[-1].line() if breaks else None
-
-    def _summary(self, exchange: Exchange, status: int) -> RequestSummary:
-        changes = [*exchange.changes, *header_changes(exchange.before, exchange.header_event)]
-        message = exchange.message
-        usage = message.data.get("usage") if message is not None else None
-        reason = exchange.reason or {"kind": "error"}
-        error = None
-        if reason["kind"] not in ("completed", "tool_calls", "max_tokens"):
-            error = (reason.get("error") or {}).get("message") or str(reason["kind"])
-        return RequestSummary(
-            session_id=exchange.state.id,
-            turn=exchange.turn,
-            status=status,
-            prompt_tokens=usage_prompt_tokens(usage) if usage else None,
-            cached_tokens=int(usage.get("cache_read", 0)) if usage else None,
-            changes=tuple(changes),
-            error=error,
-        )
 
 
 def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:
