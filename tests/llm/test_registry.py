@@ -93,3 +93,23 @@ def test_wire_named_keeps_the_configs_openai_dialect() -> None:
     assert wire_named("openai", deepseek) == OpenAIWire(dialect="deepseek")
     assert wire_named("openai", _config("anthropic")) == OpenAIWire(dialect="openai")
     assert wire_named("anthropic", deepseek) == AnthropicWire()
+
+
+def test_the_stop_string_option_sends_one_stop_sequence_as_a_string() -> None:
+    from tapelog.llm import LlmRequest
+    from tapelog.log import decode
+    from tapelog.log._api import EpochHeader
+
+    def body(stop: tuple[str, ...], wire: dict[str, object]) -> object:
+        config = LlmCallConfig(provider="deepseek", model="m", stop=stop, wire=wire)
+        request = LlmRequest(header=EpochHeader(config=config), messages=[])
+        return decode(wire_for(config).encode_body(request))["stop"]
+
+    assert body(("END",), {"stop_string": True}) == "END"
+    assert body(("END",), {}) == ["END"]
+    assert body(("A", "B"), {"stop_string": True}) == ["A", "B"]  # a string holds one
+    with pytest.raises(HeaderError, match="stop_string must be true or false"):
+        wire_for(LlmCallConfig(provider="deepseek", model="m", wire={"stop_string": "yes"}))
+    responses = {"api": "responses", "stop_string": True}
+    with pytest.raises(HeaderError, match="stop_string is for chat completions"):
+        wire_for(LlmCallConfig(provider="openai", model="m", wire=responses))

@@ -89,7 +89,8 @@ class OpenAIWire:
     """The OpenAI-compatible chat completions body, for one dialect.
 
     ``token_field`` overrides the spelling of the token limit (a proxied client
-    that spells it the other way is carried as it spelled it);
+    that spells it the other way is carried as it spelled it); ``stop_string``
+    sends a one-sequence ``stop`` as a string (a proxied client that sent one);
     ``send_back`` overrides the reasoning send-back rule for every model;
     ``None`` uses the dialect's wire profile (``tapelog.cache.WIRE_PROFILES``,
     shown as :data:`MODEL_REASONING_SEND_BACK` and
@@ -101,6 +102,8 @@ class OpenAIWire:
     token_field: TokenField | None = None
     """How the token limit is spelled (``config.wire.token_field``); ``None``:
     the dialect's (``max_completion_tokens`` for ``openai``, else ``max_tokens``)."""
+    stop_string: bool = False
+    """Send a ``stop`` of one sequence as that string (``config.wire.stop_string``)."""
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -135,7 +138,8 @@ class OpenAIWire:
             if value is not None:
                 fields.append((key, value))
         if config.stop:
-            fields.append(("stop", list(config.stop)))
+            one = self.stop_string and len(config.stop) == 1
+            fields.append(("stop", config.stop[0] if one else list(config.stop)))
         if config.reasoning_effort is not None:
             fields.append(("reasoning_effort", config.reasoning_effort))
         fields.append(("stream", True))

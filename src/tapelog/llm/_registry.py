@@ -49,10 +49,11 @@ WIRE_OPTIONS: Final[Mapping[str, tuple[str, ...]]] = {
         "input_string",
         "held",
         "token_field",
+        "stop_string",
         "query",
     ),
     "anthropic": ("cache_markers", "query"),
-    "local": ("reasoning_send_back", "token_field"),
+    "local": ("reasoning_send_back", "token_field", "stop_string"),
 }
 """The ``config.wire`` options each wire family reads (docs/providers.md)."""
 
@@ -120,11 +121,12 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
             raise HeaderError(
                 f"config.wire.store_false must be true or false, got {store_false!r}."
             )
-        if "token_field" in config.wire:
-            raise HeaderError(
-                "config.wire.token_field is for chat completions; leave it out of a "
-                'responses wire (api "responses").'
-            )
+        for option in ("token_field", "stop_string"):
+            if option in config.wire:
+                raise HeaderError(
+                    f"config.wire.{option} is for chat completions; leave it out of a "
+                    'responses wire (api "responses").'
+                )
         input_string = config.wire.get("input_string", False)
         if not isinstance(input_string, bool):
             raise HeaderError(
@@ -139,7 +141,15 @@ def wire_for(config: LlmCallConfig) -> OpenAIWire | AnthropicWire | ResponsesWir
     for option in ("store_false", "input_string", "held"):
         if option in config.wire:
             raise HeaderError(f'config.wire.{option} is for the responses wire (api "responses").')
-    return OpenAIWire(dialect=dialect, send_back=send_back, token_field=_token_field(config))
+    stop_string = config.wire.get("stop_string", False)
+    if not isinstance(stop_string, bool):
+        raise HeaderError(f"config.wire.stop_string must be true or false, got {stop_string!r}.")
+    return OpenAIWire(
+        dialect=dialect,
+        send_back=send_back,
+        token_field=_token_field(config),
+        stop_string=stop_string,
+    )
 
 
 def _token_field(config: LlmCallConfig) -> TokenField | None:

@@ -25,7 +25,8 @@ Members of a message these do not name (``name``, ``refusal``, ...) are its
 empty ``content`` where the wire would spell it otherwise (docs/format.md).
 Standard fields become ``LlmCallConfig`` fields (``max_tokens`` and
 ``max_completion_tokens`` are one field, its spelling a wire option when it is
-not the upstream dialect's: ``_translate``; a ``stop`` string is a one-item list); ``stream`` and
+not the upstream dialect's: ``_translate``; a ``stop`` string is one sequence,
+sent as a string again by the wire option ``stop_string``); ``stream`` and
 ``stream_options`` are the proxy's own (the upstream always streams, with
 usage); every other field (``n`` included) goes to ``config.extras`` as given.
 """

@@ -293,6 +293,8 @@ class Translator:
             )
             if spelled != self._token_field:  # carried as the client spells it
                 wire["token_field"] = spelled
+            if isinstance(request.body.get("stop"), str):  # a string, not a list of one
+                wire["stop_string"] = True
         elif request.family == "responses":
             # The client's own store (absent stays absent), on the Responses API,
             # and its input as the string it sent, when it sent one.

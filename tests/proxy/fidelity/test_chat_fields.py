@@ -121,3 +121,14 @@ async def test_the_token_limit_is_spelled_as_the_client_spelled_it(
     wire = header.data["header"]["config"].get("wire", {})
     default = "max_completion_tokens" if provider == "openai" else "max_tokens"
     assert wire.get("token_field") == (None if spelling == default else spelling)
+
+
+@pytest.mark.parametrize("stop", ["END", ["END"], ["END", "STOP"]])
+async def test_stop_is_carried_as_the_client_spelled_it(tmp_path: Path, stop: Any) -> None:
+    """A ``stop`` string reaches the upstream as that string, a list as that list
+    (the header logs which: ``config.wire.stop_string``)."""
+    body = {"model": MODEL, "messages": HELLO, "stop": stop}
+    run = await carry(tmp_path, [body])  # the upstream body parses equal to the client's
+    header = next(e for e in run.session.events if e.type == "request/header")
+    wire = header.data["header"]["config"].get("wire", {})
+    assert wire.get("stop_string", False) is isinstance(stop, str)
