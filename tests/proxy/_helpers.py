@@ -7,8 +7,6 @@ clients are the official SDKs.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
@@ -17,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
+from _loopback import serve_loopback
 from tapelog.emulator import Emulator
 from tapelog.llm import encode_request
 from tapelog.log import encode
@@ -67,30 +65,9 @@ SCRIPT = [
 ]
 
 
-@contextmanager
-def serve(app: Any) -> Iterator[int]:
+def serve(app: Any) -> AbstractContextManager[int]:
     """Serve an ASGI app on a free loopback port in a thread (lifespan on); the port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive(), "uvicorn stopped before it started"
-        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
-        time.sleep(0.02)
-    try:
-        yield port
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-    assert not thread.is_alive()
+    return serve_loopback(app, lifespan="on")
 
 
 @contextmanager
