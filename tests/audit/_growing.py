@@ -1,4 +1,4 @@
-"""A session written to a JSONL store as it grows, for the checkpoint-resume tests.
+"""A session written to a store as it grows, for the checkpoint-resume tests.
 
 Turns of tool rounds and an answer, with what moves the cache audit's state:
 low reported usage (the simulated cache is cleared as lost), idle gaps past a
@@ -17,7 +17,7 @@ from typing import Any
 
 from audit._sessions import HEADER, USAGE, LogBuilder
 from tapelog.log._api import Event, Session
-from tapelog.store import JsonlStore
+from tapelog.store import JsonlStore, SessionStore
 
 LOW_USAGE = {"input": 4000, "cache_read": 0, "cache_write": 0, "output": 5, "reasoning": 0}
 IDLE_GAP_MS = 2 * 60 * 60 * 1000  # past every provider's idle lifetime
@@ -38,9 +38,11 @@ class TurnPlan:
 
 @dataclass
 class Growing:
-    """The builder and the writer of one session in ``root`` (use as a context manager)."""
+    """The builder and the writer of one session in ``root`` (a JSONL store),
+    or in ``store`` when given; :meth:`close` the writer when done."""
 
     root: Path
+    store: SessionStore | None = None
     sid: str = "grown"
     now: list[int] = field(default_factory=lambda: [1_700_000_000_000])
     results: list[Event] = field(default_factory=list)
@@ -51,7 +53,7 @@ class Growing:
     def __post_init__(self) -> None:
         self.builder = LogBuilder()
         self.builder.session = Session(self.sid, clock=self._clock)
-        self.store = JsonlStore(self.root)
+        self.store = self.store or JsonlStore(self.root)
         self.writer = self.store.create(self.builder.session)
         self.first = True
 
@@ -61,6 +63,7 @@ class Growing:
 
     @property
     def path(self) -> Path:
+        assert isinstance(self.store, JsonlStore)
         return self.store.path(self.sid)
 
     def close(self) -> None:

@@ -54,8 +54,10 @@ def _table(store: PostgresStore) -> str:
 
 
 def read_audit_checkpoint(store: PostgresStore, session_id: str) -> bytes | None:
-    """The checkpoint body kept for ``session_id`` (``None``: none, or no table yet)."""
-    with store._reading(f"read the audit checkpoint of session {session_id} from") as conn:
+    """The checkpoint body kept for ``session_id`` (``None``: none, no table yet,
+    or a store that will not give it: the audit is then computed)."""
+    action = f"read the audit checkpoint of session {session_id} from"
+    with contextlib.suppress(StoreError), store._reading(action) as conn:
         if conn is None:
             return None
         found = conn.execute("SELECT to_regclass(%s)", (_table(store),)).fetchone()
@@ -63,6 +65,7 @@ def read_audit_checkpoint(store: PostgresStore, session_id: str) -> bytes | None
             return None
         row = conn.execute(store._sql(_READ), (session_id,), binary=True).fetchone()
         return None if row is None else bytes(row[0])
+    return None
 
 
 def write_audit_checkpoint(
