@@ -25,7 +25,7 @@ from tapelog.cli import cli
 from tapelog.log import decode
 from tapelog.store import PostgresStore
 
-from .test_cli_postgres import url_of
+from .test_cli_postgres import SECRET, url_of
 from .test_postgres import drop_schema, pg_conninfo, schema_for
 
 __all__ = ["pg_conninfo"]  # the imported fixture, shared with test_postgres.py
@@ -33,8 +33,11 @@ __all__ = ["pg_conninfo"]  # the imported fixture, shared with test_postgres.py
 
 @pytest.fixture
 def pg(pg_conninfo: str, tmp_path: Path) -> Iterator[tuple[str, PostgresStore]]:
+    """A store URL with a password the server ignores (it must not reach the
+    checkpoint, which names the store it was read from), and the same store."""
     schema = schema_for(tmp_path)
-    yield url_of(pg_conninfo, schema), PostgresStore(pg_conninfo, schema=schema)
+    url = url_of(pg_conninfo, schema, password=SECRET)
+    yield url, PostgresStore(pg_conninfo, schema=schema)
     drop_schema(pg_conninfo, schema)
 
 
@@ -89,6 +92,8 @@ def test_cache_keeps_its_checkpoint_in_the_table_and_reads_it_back(
     assert row[:3] == (len(store.load(growing.sid).session), len(data), _sha(data))
     assert _cache(url, growing.sid, "--json") == first  # from the row
     assert counted.count == 5
+    assert b"postgres:" in row[3]
+    assert SECRET.encode() not in row[3]
     growing.close()
 
 
