@@ -3,9 +3,10 @@
 Turns of tool rounds and an answer, with what moves the cache audit's state:
 low reported usage (the simulated cache is cleared as lost), idle gaps past a
 provider's cache lifetime, a new loop instance's header (``resume``, another
-system prompt), trims and compactions. :meth:`Growing.turn` can flush in the
-middle of a step (after its ``step/start`` and header, before its answer): a
-checkpoint then covers a log whose last step is still open.
+system prompt), trims and compactions; on any wire (``header``).
+:meth:`Growing.turn` can flush in the middle of a step (after its
+``step/start`` and header, before its answer): a checkpoint then covers a log
+whose last step is still open.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Growing:
 
     root: Path
     store: SessionStore | None = None
+    header: dict[str, Any] = field(default_factory=lambda: dict(HEADER))
+    """The initial request header (its config picks the wire and the cache rule)."""
     sid: str = "grown"
     now: list[int] = field(default_factory=lambda: [1_700_000_000_000])
     results: list[Event] = field(default_factory=list)
@@ -126,14 +129,15 @@ class Growing:
         b.step += 1
         b.append("step/start", {"turn": b.turn, "step": b.step})
         if self.first:
-            b.append("request/header", {"header": HEADER, "reason": "initial"})
+            b.append("request/header", {"header": self.header, "reason": "initial"})
             self.first = False
         elif plan.new_header and first_step:
-            header = {**HEADER, "system": f"You are terse, turn {b.turn}."}
+            header = {**self.header, "system": f"You are terse, turn {b.turn}."}
             b.append("request/header", {"header": header, "reason": "resume"})
         if plan.flush_mid_step and first_step:
             self.flush()  # the log as stored now ends in an open step
-        source = {"provider": "deepseek", "model": "deepseek-chat"}
+        config = self.header["config"]
+        source = {"provider": config["provider"], "model": config["model"]}
         data = {"turn": b.turn, "step": b.step, "content": content, "source": source}
         b.append("assistant/message", {**data, "usage": usage}, surface_op="append")
 

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audit._growing import Growing, TurnPlan, grow
+from audit._sessions import HEADER
 from tapelog.audit import cache_report
 from tapelog.audit._api import Checkpoint, checkpoint_blob, parse_checkpoint, resumed_audit
 from tapelog.cli import cli
@@ -71,15 +72,29 @@ _plans = st.lists(
 )
 
 
+# One per wire: chat completions (DeepSeek's rule), Anthropic's (whose chain a
+# checkpoint does not keep: the last request is rendered again), Responses.
+HEADERS = [
+    HEADER,
+    {"config": {"provider": "anthropic", "model": "claude-sonnet-4-5"}, "system": "Be terse."},
+    {
+        "config": {"provider": "openai", "model": "gpt-4o", "wire": {"api": "responses"}},
+        "system": "Be terse.",
+    },
+]
+
+
 @settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # a directory per example
 )
-@given(plans=_plans)
+@given(plans=_plans, header=st.sampled_from(HEADERS))
 def test_an_audit_resumed_after_each_flush_equals_one_from_scratch(
-    tmp_path_factory: pytest.TempPathFactory, plans: list[TurnPlan]
+    tmp_path_factory: pytest.TempPathFactory, plans: list[TurnPlan], header: dict[str, Any]
 ) -> None:
     root = tmp_path_factory.mktemp("grown")
-    growing = Growing(root)
+    growing = Growing(root, header=header)
     kept: list[Checkpoint | None] = [None]
 
     def audit() -> None:

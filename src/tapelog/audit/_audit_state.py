@@ -9,8 +9,10 @@ Only the two key sets cannot be had again from the log without walking it
 once more: the renderer's pieces and the previous request are functions of the
 previous request alone, which the walk yields anyway. So :class:`AuditState`,
 what resumes an audit after its first ``requests`` requests, holds the two key
-sets; the resumed audit renders request ``requests`` once more from its nodes
-to have the rest (docs/format.md, "Cache audit checkpoint").
+sets and the previous request's rendered chain (its segment keys and token
+counts, where the wire renders no groups: not Anthropic); the resumed audit
+takes the rest from request ``requests`` as the walk yields it (rendering it
+again when no chain is kept: docs/format.md, "Cache audit checkpoint").
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import PrefixStore, Prompt, Rule
 
 __all__ = ["AuditState", "Seen"]
@@ -54,16 +57,24 @@ class AuditState:
     """Each rule's emulated cache: the prefix keys it holds (``PrefixStore.keys``)."""
     seen: Mapping[str, tuple[str, ...]]
     """Each rule's prefixes sent so far (:class:`Seen`)."""
+    chain: Mapping[str, Any] | None = None
+    """The last request's rendered chain (``SegmentRenderer.chain``): spares
+    rendering that request again; ``None``: it is rendered again."""
 
     @classmethod
     def of(
-        cls, requests: int, stores: Mapping[Rule, PrefixStore], seen: Mapping[Rule, Seen]
+        cls,
+        requests: int,
+        stores: Mapping[Rule, PrefixStore],
+        seen: Mapping[Rule, Seen],
+        renderer: SegmentRenderer,
     ) -> AuditState:
         """A copy of the live state (the audit goes on changing it)."""
         return cls(
             requests,
             {rule: tuple(store.keys()) for rule, store in stores.items()},
             {rule: tuple(s.keys()) for rule, s in seen.items()},
+            renderer.chain(),
         )
 
     def restore(self) -> tuple[dict[Rule, PrefixStore], dict[Rule, Seen]]:
@@ -79,6 +90,7 @@ class AuditState:
             "requests": self.requests,
             "stores": {rule: list(keys) for rule, keys in self.stores.items()},
             "seen": {rule: list(keys) for rule, keys in self.seen.items()},
+            "chain": self.chain,
         }
 
     @classmethod
@@ -88,7 +100,10 @@ class AuditState:
         requests = obj["requests"]
         if not isinstance(requests, int) or isinstance(requests, bool) or requests < 0:
             raise ValueError("requests")
-        return cls(requests, _key_sets(obj["stores"]), _key_sets(obj["seen"]))
+        chain = obj["chain"]
+        if chain is not None and not isinstance(chain, dict):
+            raise ValueError("chain")
+        return cls(requests, _key_sets(obj["stores"]), _key_sets(obj["seen"]), chain)
 
 
 _RULES: frozenset[str] = frozenset(get_args(Rule))

@@ -12,6 +12,7 @@ events that explain it. Pure and offline; the cost is proportional to the log
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -198,18 +199,18 @@ def audit_requests(
             if request.index <= done:
                 if request.index == done:
                     with reading_seq(request.boundary_seq):
-                        previous = _resumed_previous(request, renderer)
+                        previous = _resumed_previous(request, renderer, state.chain)
                 continue
             if (
                 kept_state is None
                 and keep_before is not None
                 and request.boundary_seq >= keep_before
             ):
-                kept_state = AuditState.of(len(rows), stores, seen)
+                kept_state = AuditState.of(len(rows), stores, seen, renderer)
             with reading_seq(request.boundary_seq):
                 row, previous = _audit_one(request, renderer, stores, seen, previous)
             rows.append(row)
-    return rows, kept_state or AuditState.of(len(rows), stores, seen)
+    return rows, kept_state or AuditState.of(len(rows), stores, seen, renderer)
 
 
 def report_of_rows(session_id: str | None, rows: Sequence[RequestCache]) -> CacheReport:
@@ -269,10 +270,17 @@ def _previous(request: WalkedRequest, rule: Rule, prompt: Prompt) -> Previous:
     return Previous(len(segments), last, end, request.nodes, prefix, node, rule, prompt)
 
 
-def _resumed_previous(request: WalkedRequest, renderer: SegmentRenderer) -> Previous:
-    """:func:`_previous` of an audited request, its prompt rendered afresh
-    (which leaves ``renderer`` as the audit of every request up to it would)."""
-    rule, prompt = renderer.render(request.header, request.nodes, appended_only=False)
+def _resumed_previous(
+    request: WalkedRequest, renderer: SegmentRenderer, chain: Mapping[str, Any] | None
+) -> Previous:
+    """:func:`_previous` of an audited request, its prompt taken from the
+    ``chain`` kept of it, or else rendered again (either leaves ``renderer`` as
+    the audit of every request up to it would)."""
+    resumed = None
+    if chain is not None:
+        with contextlib.suppress(KeyError, TypeError, ValueError):  # an untrusted shape
+            resumed = renderer.resume(request.header, request.nodes, chain)
+    rule, prompt = resumed or renderer.render(request.header, request.nodes, appended_only=False)
     return _previous(request, rule, prompt)
 
 

@@ -41,7 +41,7 @@ from tapelog.audit._audit_state import AuditState
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import CacheReport, RequestCache, audit_requests, report_of_rows
 from tapelog.log import decode, encode
-from tapelog.log._api import Session
+from tapelog.log._api import Session, encode_trusted
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
@@ -154,14 +154,16 @@ def checkpoint_blob(
 
     Three lines: what it covers with each section's SHA-256, the rows and
     warnings, the state (read only to resume: the largest part)."""
-    rows = encode(
+    # The rows and the state are the audit's own values (log data, ints and
+    # strings): encoded without the validating walk, the same bytes.
+    rows = encode_trusted(
         {
             "session": report.session,
             "warnings": list(warnings),
             "rows": [_row_json(r) for r in report.requests],
         }
     )
-    state_line = encode(state.to_json())
+    state_line = encode_trusted(state.to_json())
     head = {
         "format": _FORMAT,
         "version": _VERSION,
