@@ -162,11 +162,9 @@ def cache_report(
         session = session_or_events
     else:
         session = Session.from_events(session_or_events, id=session_id)
-    rows, _ = audit_requests(walk_requests(session) if walked is None else walked)
+    requests = walk_requests(session) if walked is None else walked
+    rows, _ = audit_requests(requests, keep=False)
     return report_of_rows(session_id or session.id, rows)
-
-
-_NEVER = 1 << 62
 
 
 def audit_requests(
@@ -174,43 +172,43 @@ def audit_requests(
     *,
     resume: tuple[AuditState, Sequence[RequestCache]] | None = None,
     keep_before: int | None = None,
-) -> tuple[list[RequestCache], AuditState]:
-    """The rows of ``requests`` (a whole walk, in send order), and the state
-    after the last request anchored before seq ``keep_before`` (all of them
-    when ``None``): what a checkpoint keeps to resume from.
+    keep: bool = True,
+) -> tuple[list[RequestCache], AuditState | None]:
+    """The rows of ``requests`` (a whole walk, in send order), and (``keep``)
+    the state after the last request anchored before seq ``keep_before`` (all
+    of them when ``None``): what a checkpoint keeps to resume from.
 
     ``resume`` is such a state with the rows it covers: those requests are not
-    audited again; the last of them is rendered once more, for what the next
-    one compares with (``_audit_state``).
+    audited again; the last of them is taken from the state's chain (or
+    rendered again), for what the next one compares with (``_audit_state``).
     """
     renderer = SegmentRenderer()
     stores: dict[Rule, PrefixStore] = {}
     seen: dict[Rule, Seen] = {}
     rows: list[RequestCache] = []
-    done = 0
+    done, chain = 0, None
     if resume is not None:
         state, kept = resume
         stores, seen = state.restore()
-        rows, done = list(kept[: state.requests]), state.requests
+        rows, done, chain = list(kept[: state.requests]), state.requests, state.chain
     previous: Previous | None = None
     kept_state: AuditState | None = None
+    keep_at = keep_before if keep and keep_before is not None else -1
     with paused_gc():
         for request in requests:
             if request.index <= done:
                 if request.index == done:
                     with reading_seq(request.boundary_seq):
-                        previous = _resumed_previous(request, renderer, state.chain)
+                        previous = _resumed_previous(request, renderer, chain)
                 continue
-            if (
-                kept_state is None
-                and keep_before is not None
-                and request.boundary_seq >= keep_before
-            ):
+            if kept_state is None and 0 <= keep_at <= request.boundary_seq:
                 kept_state = AuditState.of(len(rows), stores, seen, renderer)
             with reading_seq(request.boundary_seq):
                 row, previous = _audit_one(request, renderer, stores, seen, previous)
             rows.append(row)
-    return rows, kept_state or AuditState.of(len(rows), stores, seen, renderer)
+    if keep and kept_state is None:
+        kept_state = AuditState.of(len(rows), stores, seen, renderer)
+    return rows, kept_state
 
 
 def report_of_rows(session_id: str | None, rows: Sequence[RequestCache]) -> CacheReport:

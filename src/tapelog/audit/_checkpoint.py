@@ -233,6 +233,7 @@ def resumed_audit(
     the log's last ``step/start`` (that step may still grow)."""
     requests = walk_requests(session) if walked is None else walked
     rows, state = audit_requests(requests, resume=resume, keep_before=_last_step(session))
+    assert state is not None  # kept unless told not to
     return report_of_rows(session.id, rows), state
 
 
