@@ -33,23 +33,16 @@ from typing import Final
 
 from tapelog._errors import CorruptLogError
 from tapelog.audit import CacheReport
-from tapelog.audit._api import (
-    Checkpoint,
-    ReportParts,
-    ResumePoint,
-    checkpoint_path,
-    parse_checkpoint,
-    read_checkpoint_file,
-    resumed_audit,
-)
+from tapelog.audit._api import ReportParts, ResumePoint, resumed_audit
 from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
+from tapelog.serve._checkpoints import stored_checkpoint
 from tapelog.serve._entry import activity
 from tapelog.serve._index import store_label
 from tapelog.serve._summary import FOLDED_TYPES, Summary
-from tapelog.store import JsonlStore, PostgresStore, SessionStore
+from tapelog.store import SessionStore
 from tapelog.store._api import read_session_bytes
 
 __all__ = ["LiveSession", "LiveSessions"]
@@ -85,7 +78,7 @@ class LiveSession:
         self._walked: tuple[int, list[WalkedRequest]] | None = None
         self._audit: tuple[int, CacheReport] | None = None
         self._resume: ResumePoint | None = None
-        kept = _checkpointed(store, session_id)
+        kept = stored_checkpoint(store, session_id)
         if kept is not None and kept.covers(data, None):
             self._audit = (len(loaded.session), kept.report())
         elif kept is not None:
@@ -198,18 +191,6 @@ class LiveSession:
         """Up to ``limit`` events after ``seq``."""
         events = self.session.events
         return events[seq + 1 : min(seq + 1 + limit, len(events))]
-
-
-def _checkpointed(store: SessionStore, session_id: str) -> Checkpoint | None:
-    """The cache audit checkpoint ``tapelog cache`` or ``tapelog report`` left
-    for the session (beside a JSONL session file, or in PostgreSQL's table; the
-    server only reads it), so a first view need not audit what it covers."""
-    if isinstance(store, JsonlStore):
-        return read_checkpoint_file(checkpoint_path(store.path(session_id)))
-    if isinstance(store, PostgresStore):
-        blob = store.audit_checkpoint(session_id)
-        return None if blob is None else parse_checkpoint(blob)
-    return None
 
 
 class LiveSessions:
