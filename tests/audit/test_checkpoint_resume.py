@@ -224,3 +224,29 @@ def test_cache_and_report_of_a_session_grown_in_increments_equal_a_fresh_audit(
     growing.close()
     assert "compaction" in fresh[1]
     assert "idle" in fresh[1]
+
+
+def test_a_live_view_resumes_each_audit_from_the_one_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the checkpoint of the bytes it loaded, then from its own last audit."""
+    from tapelog.serve._live import LiveSession
+
+    growing = Growing(tmp_path)
+    grow(growing, [TurnPlan(rounds=2), TurnPlan(rounds=1)])
+    _run("cache", growing.sid, "--store", str(tmp_path), "--json")  # leaves the checkpoint
+    counted = _Counted(monkeypatch)
+    live = LiveSession(JsonlStore(tmp_path), growing.sid)
+    try:
+        assert len(live.audit().requests) == 5
+        assert counted.count == 0
+        for plans, new in (([TurnPlan(rounds=1)], 2), ([TurnPlan(rounds=0)] * 2, 2)):
+            grow(growing, plans)
+            assert live.poll() > 0
+            counted.count = 0
+            audit = live.audit()
+            assert counted.count == new + 1  # the last request before, and the new ones
+            assert audit.to_json() == cache_report(live.session).to_json()
+    finally:
+        live.close()
+        growing.close()

@@ -18,8 +18,8 @@ audit, the report's parts of the windows last shown) is computed once per
 length of the log (the audit of the log as loaded comes from the checkpoint
 ``tapelog cache`` or ``report`` left, when it covers those bytes, and resumes
 from it when the log grew since; each later audit resumes from the one
-before), so looking at a session again costs only what changed. The server keeps the
-few sessions looked at last (:class:`LiveSessions`).
+before), so looking at a session again costs only what changed. The server
+keeps the few sessions looked at last (:class:`LiveSessions`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Final
 
 from tapelog._errors import CorruptLogError
 from tapelog.audit import CacheReport
-from tapelog.audit._api import ReportParts, ResumePoint, resumed_audit
+from tapelog.audit._api import Checkpoint, ReportParts, ResumePoint, resumed_audit
 from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
@@ -78,9 +78,11 @@ class LiveSession:
         self._walked: tuple[int, list[WalkedRequest]] | None = None
         self._audit: tuple[int, CacheReport] | None = None
         self._resume: ResumePoint | None = None
+        self._kept: Checkpoint | None = None
         kept = stored_checkpoint(store, session_id)
         if kept is not None and kept.covers(data, None):
             self._audit = (len(loaded.session), kept.report())
+            self._kept = kept  # its state resumes the audit once the log grows
         elif kept is not None:
             self._resume = kept.resume_point(data)
         self._status: tuple[float, bool] | None = None
@@ -164,6 +166,10 @@ class LiveSession:
         """The cache audit of the session (:func:`cache_report`), once per length."""
         n = len(self.session)
         if self._audit is None or self._audit[0] != n:
+            kept, self._kept = self._kept, None
+            if kept is not None:  # it covers a prefix of the log as polled
+                state = kept.state()
+                self._resume = None if state is None else (state, kept.rows)
             report, state = resumed_audit(self.session, self._resume, walked=self.walked())
             self._audit, self._resume = (n, report), (state, report.requests)
         return self._audit[1]
