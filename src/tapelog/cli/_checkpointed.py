@@ -35,6 +35,8 @@ from tapelog.cli._store_cmds import (
 )
 from tapelog.cli._stores import open_store
 from tapelog.log._api import Session
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest
 from tapelog.store import LoadedSession, PostgresStore
 
 __all__ = ["checkpointed_audit", "loaded_and_audited"]
@@ -85,12 +87,17 @@ def _located(target: str, store: str | None) -> _Located | None:
 
 
 def _audited(
-    located: _Located, loaded: LoadedSession, kept: Checkpoint | None, warnings: Sequence[str]
+    located: _Located,
+    loaded: LoadedSession,
+    kept: Checkpoint | None,
+    warnings: Sequence[str],
+    walked: Sequence[WalkedRequest] | None = None,
 ) -> CacheReport:
-    """The audit, resumed from ``kept`` where it covers a prefix of the log; checkpointed."""
+    """The audit, resumed from ``kept`` where it covers a prefix of the log
+    (``walked``: the session's requests, when the caller walked them); checkpointed."""
     session = loaded.session
     resume = None if kept is None else kept.resume_point(located.data)
-    report, state = resumed_audit(session, resume)
+    report, state = resumed_audit(session, resume, walked=walked)
     blob = checkpoint_blob(located.data, located.read_as, len(session), report, warnings, state)
     located.write(blob, len(session))
     return report
@@ -114,18 +121,23 @@ def checkpointed_audit(target: str, store: str | None) -> CacheReport:
     return report
 
 
-def loaded_and_audited(target: str, store: str | None) -> tuple[Session, CacheReport | None]:
-    """The session (its load's warnings on stderr) and its audit: from its
-    checkpoint when that covers the log's bytes, resumed from it when the log
-    grew since, else computed; checkpointed (``None`` for a store that keeps no
-    checkpoint: the caller computes it with what it walks)."""
+def loaded_and_audited(
+    target: str, store: str | None
+) -> tuple[Session, list[WalkedRequest], CacheReport]:
+    """The session (its load's warnings on stderr), its requests, and its
+    audit: from its checkpoint when that covers the log's bytes, resumed from
+    it when the log grew since, else computed; checkpointed where the store
+    keeps checkpoints. One walk of the log serves the audit and the caller."""
     located = _located(target, store)
     if located is None:
-        return load_target(target, store), None
+        session = load_target(target, store)
+        walked = list(walk_requests(session))
+        return session, walked, cache_report(session, walked=walked)
     loaded = located.load()
     warnings = load_warnings(loaded)
     echo_warnings(warnings)
+    walked = list(walk_requests(loaded.session))
     kept = located.read()
     if kept is not None and kept.covers(located.data, None):
-        return loaded.session, kept.report()
-    return loaded.session, _audited(located, loaded, kept, warnings)
+        return loaded.session, walked, kept.report()
+    return loaded.session, walked, _audited(located, loaded, kept, warnings, walked)
