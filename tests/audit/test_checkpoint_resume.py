@@ -8,6 +8,7 @@ of the log (an edited prefix, a truncated log, a damaged state) is ignored.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from audit._sessions import HEADER
 from tapelog.audit import cache_report
 from tapelog.audit._api import Checkpoint, checkpoint_blob, parse_checkpoint, resumed_audit
 from tapelog.cli import cli
-from tapelog.log import decode
+from tapelog.log import decode, encode
 from tapelog.store import JsonlStore
 
 
@@ -250,3 +251,55 @@ def test_a_live_view_resumes_each_audit_from_the_one_before(
     finally:
         live.close()
         growing.close()
+
+
+@pytest.mark.parametrize(
+    "mismatch",
+    [
+        "edited prefix",
+        "truncated log",
+        "another tapelog version",
+        "state changed, its digest kept",
+        "state forged with its digest",
+    ],
+)
+def test_a_checkpoint_that_does_not_fit_the_grown_log_is_ignored_and_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mismatch: str
+) -> None:
+    """``tapelog cache`` on a log whose checkpoint does not cover a prefix of it
+    (or is damaged) audits from the start: the output, and the checkpoint it
+    writes, are those of a run without one."""
+    root = tmp_path / "store"
+    growing = Growing(root)
+    grow(growing, [TurnPlan(rounds=2), TurnPlan(rounds=1, low_usage=True)])
+    short = growing.path.read_bytes()
+    _run("cache", growing.sid, "--store", str(root), "--json")
+    checkpoint = growing.path.with_suffix(".audit")
+    grow(growing, [TurnPlan(rounds=1), TurnPlan(rounds=0)])
+    growing.close()
+    blob = checkpoint.read_bytes()
+    head_line, rows_line, state_line, _ = blob.split(b"\n")
+    head = decode(head_line)
+    if mismatch == "edited prefix":  # another log of the same id, as long, other words
+        other = Growing(tmp_path / "other")
+        grow(other, [TurnPlan(rounds=2, idle_before=True)] + [TurnPlan(rounds=1)] * 3)
+        other.close()
+        growing.path.write_bytes(other.path.read_bytes())
+    elif mismatch == "truncated log":  # the log as it was before the checkpoint's
+        growing.path.write_bytes(short[: short.rindex(b"\n", 0, len(short) - 1) + 1])
+    elif mismatch == "another tapelog version":
+        head["tapelog"] = "0.0.0"
+    elif mismatch == "state changed, its digest kept":
+        state_line = state_line.replace(b'"deepseek"', b'"openai"', 1)
+    else:  # a consistent forgery is not noticed (the digests are no signature), but
+        # one of the wrong shape is: the state is ignored, the rows still match.
+        state_line = encode({"requests": "all", "stores": {}, "seen": {}, "chain": None})
+        head["state_sha256"] = hashlib.sha256(state_line).hexdigest()
+    checkpoint.write_bytes(b"\n".join([encode(head), rows_line, state_line, b""]))
+    counted = _Counted(monkeypatch)
+    out = _run("cache", growing.sid, "--store", str(root), "--json")
+    assert counted.count == len(decode(out)["requests"])  # from the start
+    rebuilt = checkpoint.read_bytes()
+    checkpoint.unlink()
+    assert _run("cache", growing.sid, "--store", str(root), "--json") == out
+    assert checkpoint.read_bytes() == rebuilt
