@@ -86,7 +86,7 @@ HEADERS = [
 
 
 @settings(
-    max_examples=40,
+    max_examples=80,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],  # a directory per example
 )
