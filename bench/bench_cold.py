@@ -25,6 +25,9 @@ brackets):
   skips it) [≤ 2], without a checkpoint beside the file and then
   (``serve_first_view_checkpointed``) with the one ``tapelog cache`` left:
   the server takes the audit from it and still loads and walks the log;
+* ``cache_grown`` and ``serve_first_view_grown``: the same two on a log of
+  ``steps + 10`` steps whose checkpoint was left when it had ``steps``: the log
+  is loaded and the audit resumes from the checkpoint, over the new requests;
 * ``resume``: ``JsonlStore.open`` and an ``Agent`` (checker on) on the
   session, then ``first_turn``: its first turn (a tool step and an answer step)
   against a client at the edge that answers at once. The file is restored
@@ -73,7 +76,7 @@ from tapelog.llm import LlmRequest
 from tapelog.llm._api import AbortHandle, BodyCache, OpenAIWire
 from tapelog.llm._types import normalise_usage
 from tapelog.log import encode
-from tapelog.log._api import FrozenDict, LlmCallConfig, encode_str, freeze
+from tapelog.log._api import FrozenDict, LlmCallConfig, Session, encode_str, freeze
 from tapelog.store import JsonlStore
 from tapelog.store._api import verify_jsonl
 
@@ -227,6 +230,43 @@ def _first_view(root: Path, session_id: str) -> float:
         return _proc_cpu(pid) - before
 
 
+def _grown(steps: int, root: Path) -> tuple[str, Path, bytes]:
+    """A log of ``steps + 10`` steps in ``root`` and the checkpoint ``tapelog
+    cache`` left when it had ``steps``: the session id, the file, that checkpoint."""
+    whole = build(steps + 10, "deepseek")
+    events = whole.events
+    turns = steps // 2  # two steps a turn
+    cut = next(e.seq for e in events if e.type == "turn/end" and e.data["turn"] == turns) + 1
+    session = Session(whole.id)
+    store = JsonlStore(root)
+    with store.create(session) as writer:
+        for i, event in enumerate(events):
+            if i == cut:
+                writer.flush()
+                _cache_command(root, session.id)  # the checkpoint of the shorter log
+            session.append(
+                event.type, event.data, surface_op=event.surface_op, source_seqs=event.source_seqs
+            )
+        writer.flush()
+    path = store.path(session.id)
+    return session.id, path, path.with_suffix(".audit").read_bytes()
+
+
+def measure_grown(steps: int, rounds: int, root: Path, serve: bool) -> dict[str, float]:
+    """``cache_grown`` and ``serve_first_view_grown`` (see the module docstring)."""
+    session_id, path, kept = _grown(steps, root)
+    checkpoint = path.with_suffix(".audit")
+
+    def restore() -> None:
+        checkpoint.write_bytes(kept)  # each run rewrites it for the grown log
+
+    times = {"cache_grown": _median(rounds, lambda: _cache_command(root, session_id), restore)}
+    if serve:
+        restore()
+        times["serve_first_view_grown"] = _first_view(root, session_id)
+    return times
+
+
 def measure(steps: int, rounds: int, root: Path, serve: bool) -> dict[str, Any]:
     session = build(steps, "deepseek")
     store = JsonlStore(root)
@@ -264,6 +304,7 @@ def measure(steps: int, rounds: int, root: Path, serve: bool) -> dict[str, Any]:
         times["serve_first_view"] = _first_view(root, session.id)
         checkpoint.write_bytes(kept)
         times["serve_first_view_checkpointed"] = _first_view(root, session.id)
+    times.update(measure_grown(steps, rounds, root / "grown", serve))
     return {
         "steps": steps,
         "events": len(session),

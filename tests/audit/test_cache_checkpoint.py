@@ -1,9 +1,10 @@
 """The cache audit's checkpoint beside a JSONL log (tapelog.audit._checkpoint):
-the same output with and without it, used only when it names the log's bytes,
-ignored and rebuilt otherwise."""
+the same output with and without it, read alone when it names the log's bytes,
+resumed from when they extend its bytes, ignored and rebuilt otherwise."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from audit._sessions import LogBuilder
+from tapelog.audit import cache_report
 from tapelog.cli import cli
 from tapelog.log import decode, encode
 from tapelog.log._api import Session
@@ -55,19 +57,23 @@ def _outputs(root: Path, sid: str) -> tuple[str, str]:
 
 
 class _Audits:
-    """Counts the audits the command computes (a run from a checkpoint computes none)."""
+    """Counts the requests the command audits (a run from a checkpoint audits
+    none; one resumed from a shorter log's, only the requests after it)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import tapelog.cli._checkpointed as commands
+        import tapelog.audit._cache_report as module
 
         self.count = 0
-        real = commands.cache_report
+        real = module._audit_one
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(commands, "cache_report", counted)
+        monkeypatch.setattr(module, "_audit_one", counted)
+
+
+_REQUESTS = 5  # in _session()
 
 
 def test_a_checkpoint_is_written_and_gives_the_same_output(
@@ -77,20 +83,20 @@ def test_a_checkpoint_is_written_and_gives_the_same_output(
     log = _store(tmp_path, session)
     audits = _Audits(monkeypatch)
     first = _outputs(tmp_path, session.id)  # writes the checkpoint
-    assert audits.count == 1
+    assert audits.count == _REQUESTS
     checkpoint = log.with_suffix(".audit")
     assert checkpoint.is_file()
     second = _outputs(tmp_path, session.id)  # reads it
-    assert audits.count == 1
+    assert audits.count == _REQUESTS
     assert second == first
     assert "trim 2 results" in first[1]
     assert "compaction c7" in first[1]
     checkpoint.unlink()
     assert _outputs(tmp_path, session.id) == first  # and without it
-    assert audits.count == 2
+    assert audits.count == 2 * _REQUESTS
 
 
-def test_a_checkpoint_of_a_shorter_log_is_ignored_and_rebuilt(
+def test_a_checkpoint_of_a_shorter_log_is_resumed_from_and_rewritten(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     session = _session()
@@ -108,8 +114,9 @@ def test_a_checkpoint_of_a_shorter_log_is_ignored_and_rebuilt(
         writer.flush()
     audits = _Audits(monkeypatch)
     after = _outputs(tmp_path, session.id)
-    assert audits.count == 1  # the stale checkpoint was not used ...
-    assert log.with_suffix(".audit").read_bytes() != stale  # ... and was rebuilt
+    # Resumed after the fourth request: the last one covered again, and the new one.
+    assert audits.count == 2
+    assert log.with_suffix(".audit").read_bytes() != stale  # rewritten
     assert len(decode(after[0])["requests"]) == 6
     log.with_suffix(".audit").unlink()
     assert _outputs(tmp_path, session.id) == after
@@ -133,20 +140,23 @@ def test_a_forged_or_damaged_checkpoint_is_ignored_and_rebuilt(
     truth = _outputs(tmp_path, session.id)
     checkpoint = log.with_suffix(".audit")
     original = checkpoint.read_bytes()
-    body = decode(original)
+    head_line, rows_line, state_line, _ = original.split(b"\n")
+    head, body = decode(head_line), decode(rows_line)
     if forge == "a row changed, its digest kept":
         body["rows"][0]["cached_reported"] += 1
     elif forge == "another log's digest":
-        body["log"]["sha256"] = "0" * 64
+        head["log"]["sha256"] = "0" * 64
     elif forge == "another tapelog version":
-        body["tapelog"] = "0.0.0"
+        head["tapelog"] = "0.0.0"
     elif forge == "a row without its fields":
         del body["rows"][0]["rule"]
-    forged = b"{not json" if forge == "not JSON" else encode(body)
-    checkpoint.write_bytes(forged)
+        head["rows_sha256"] = hashlib.sha256(encode(body)).hexdigest()  # a consistent forgery
+    forged = b"\n".join([encode(head), encode(body), state_line, b""])
+    checkpoint.write_bytes(b"{not json" if forge == "not JSON" else forged)
     audits = _Audits(monkeypatch)
     assert _outputs(tmp_path, session.id) == truth
-    assert audits.count == 1  # the JSON run audited; the table run used the rebuilt one
+    # The JSON run audited it all; the table run used the rebuilt one.
+    assert audits.count == _REQUESTS
     assert checkpoint.read_bytes() == original  # rebuilt, byte for byte
 
 
@@ -206,7 +216,9 @@ def test_the_checkpoint_is_owner_only_and_never_written_through_a_link(tmp_path:
 def test_a_checkpoint_copied_with_its_log_elsewhere_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The load's warnings name the path it read, so a checkpoint is for one path."""
+    """The load's warnings name the path it read, so a checkpoint is read
+    without loading only at its own path; elsewhere the log is loaded (its
+    warnings are its own) and the audit resumed, as for a log that grew."""
     session = _session()
     log = _store(tmp_path / "a", session)
     first = _run("cache", session.id, "--store", str(tmp_path / "a"), "--json")
@@ -216,7 +228,7 @@ def test_a_checkpoint_copied_with_its_log_elsewhere_is_rebuilt(
         (moved / name).write_bytes((log.parent / name).read_bytes())
     audits = _Audits(monkeypatch)
     assert _run("cache", session.id, "--store", str(moved), "--json") == first
-    assert audits.count == 1
+    assert audits.count == 1  # the last request, from the state before it
 
 
 def test_report_takes_the_audit_from_the_checkpoint_and_writes_the_same_page(
@@ -240,25 +252,17 @@ def test_report_takes_the_audit_from_the_checkpoint_and_writes_the_same_page(
 def test_serve_takes_the_audit_of_the_log_as_loaded_from_a_matching_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tapelog.serve._live as live_module
     from tapelog.serve._live import LiveSession
 
     session = _session()
     _store(tmp_path, session)
     fresh = LiveSession(JsonlStore(tmp_path), session.id).audit()
     _outputs(tmp_path, session.id)  # leaves the checkpoint
-    computed: list[object] = []
-    real = live_module.cache_report
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        computed.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(live_module, "cache_report", counted)
+    audits = _Audits(monkeypatch)
     live = LiveSession(JsonlStore(tmp_path), session.id)
     assert live.audit().to_json() == fresh.to_json()
-    assert computed == []
-    # A log that grew since is audited afresh, checkpoint or not.
+    assert audits.count == 0
+    # A log that grew since resumes from the checkpoint.
     grown, writer = JsonlStore(tmp_path).open(session.id)
     with writer:
         builder = LogBuilder()
@@ -268,8 +272,10 @@ def test_serve_takes_the_audit_of_the_log_as_loaded_from_a_matching_checkpoint(
         builder.answer("Yes.")
         writer.flush()
     live = LiveSession(JsonlStore(tmp_path), session.id)
-    assert len(live.audit().requests) == len(fresh.requests) + 1
-    assert len(computed) == 1
+    audit = live.audit()
+    assert len(audit.requests) == len(fresh.requests) + 1
+    assert audits.count == 2  # the last request covered, and the new one
+    assert audit.to_json() == cache_report(JsonlStore(tmp_path).load(session.id).session).to_json()
 
 
 def test_a_row_with_every_field_set_reads_back_from_its_checkpoint_form() -> None:

@@ -311,3 +311,49 @@ def test_a_middle_line_cut_short_is_listed_as_damaged(tmp_path: Path) -> None:
     assert row.status == "damaged"
     assert row.error
     assert row.lost_tokens is None
+
+
+def test_a_session_with_a_checkpoint_of_its_bytes_takes_its_totals_from_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No load and no audit for a session ``tapelog cache`` left a checkpoint
+    of; a session that grew since is audited as without one."""
+    from click.testing import CliRunner
+
+    import tapelog.audit._cache_report as audit_module
+    from tapelog.cli import cli
+
+    log = HandLog("checked")
+    log.ask("a", "b")
+    log.ask("c", "d")
+    write_store(tmp_path, log)
+    args = ["cache", "checked", "--store", str(tmp_path), "--json"]
+    assert CliRunner().invoke(cli, args, obj={"debug": False}).exit_code == 0
+    audited: list[object] = []
+    real = audit_module._audit_one
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        audited.append(a)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(audit_module, "_audit_one", counted)
+    index = _index(tmp_path)
+    index.rows()
+    index.audit(["checked"], events=10**9)
+    row = _by_id(index.rows(refresh=False))["checked"]
+    assert audited == []
+    assert row.audited  # for the events the log holds: not stale
+    totals = cache_report(JsonlStore(tmp_path).load("checked").session).totals
+    assert row.efficiency == pytest.approx(totals.efficiency)
+    assert (row.lost_tokens, row.bottom_line) == (
+        totals.bottom_line.lost_tokens,
+        totals.bottom_line.sentence,
+    )
+    # The log grows (its checkpoint now covers a prefix): audited again, in full.
+    path = JsonlStore(tmp_path).path("checked")
+    path.write_bytes(path.read_bytes() + b'{"seq":99')  # a torn line: the bytes changed
+    audited.clear()
+    index = _index(tmp_path)
+    index.rows()
+    index.audit(["checked"], events=10**9)
+    assert len(audited) == totals.requests

@@ -4,7 +4,16 @@
 
 from tapelog.audit._cache_report import CacheTotals, RequestCache
 from tapelog.audit._cache_watch import CacheWatch
-from tapelog.audit._checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
+from tapelog.audit._checkpoint import (
+    Checkpoint,
+    ResumePoint,
+    checkpoint_blob,
+    checkpoint_path,
+    parse_checkpoint,
+    read_checkpoint_file,
+    resumed_audit,
+    write_checkpoint_file,
+)
 from tapelog.audit._diff import HeaderDiff
 from tapelog.audit._report_html import (
     ReportParts,
@@ -21,20 +30,25 @@ from tapelog.audit._sentences import edit_sentence, header_sentence
 __all__ = [
     "CacheTotals",
     "CacheWatch",
+    "Checkpoint",
     "HeaderDiff",
     "ReportLinks",
     "ReportParts",
     "ReportWindow",
     "RequestCache",
+    "ResumePoint",
     "Timeline",
+    "checkpoint_blob",
     "checkpoint_path",
     "edit_sentence",
     "header_change",
     "header_sentence",
     "message_html",
-    "read_checkpoint",
+    "parse_checkpoint",
+    "read_checkpoint_file",
     "report_assets",
     "report_parts",
     "report_windows",
-    "write_checkpoint",
+    "resumed_audit",
+    "write_checkpoint_file",
 ]

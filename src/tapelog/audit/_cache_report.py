@@ -12,14 +12,15 @@ events that explain it. Pure and offline; the cost is proportional to the log
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tapelog.audit._audit_state import AuditState, Seen
 from tapelog.audit._bottom_line import BottomLine, bottom_line
-from tapelog.audit._cache_cause import CacheCause, header_detail
-from tapelog.audit._diff import header_diff, is_client_edit, replacement_kind
-from tapelog.audit._history_edits import history_changes
+from tapelog.audit._cache_cause import CacheCause
+from tapelog.audit._log_causes import Previous, client_edit, log_causes
 from tapelog.audit._provider_verdict import agrees, provider_verdict
 from tapelog.audit._refs import RequestRef
 from tapelog.audit._segments import SegmentRenderer
@@ -34,11 +35,17 @@ from tapelog.cache._api import (
     provider_cache,
 )
 from tapelog.llm._api import usage_prompt_tokens
-from tapelog.log._api import Event, FrozenDict, History, Session, derive_event_message, paused_gc
+from tapelog.log._api import Event, Session, derive_event_message, paused_gc
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest, reading_seq, request_fields
 
-__all__ = ["CacheReport", "CacheTotals", "RequestCache", "cache_report"]
+__all__ = [
+    "CacheReport",
+    "CacheTotals",
+    "RequestCache",
+    "audit_requests",
+    "cache_report",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,142 +145,6 @@ def _reply_sources(message: Event) -> list[SegmentSource]:
     )
 
 
-class _Seen:
-    """Every prompt prefix sent so far (prefix-closed), for the shared-prefix column."""
-
-    def __init__(self) -> None:
-        self._keys: set[str] = set()
-
-    def shared(self, prompt: Prompt) -> int:
-        """Tokens of the longest prefix an earlier prompt had; records this prompt."""
-        segments = prompt.segments
-        hit = len(segments) - 1
-        while hit >= 0 and segments[hit].key not in self._keys:
-            hit -= 1
-        for i in range(hit + 1, len(segments)):
-            self._keys.add(segments[i].key)
-        return prompt.ends[hit] if hit >= 0 else 0
-
-
-def _log_causes(request: WalkedRequest, previous: _Previous | None) -> list[CacheCause]:
-    """What the log changed between the previous request and this one."""
-    causes: list[CacheCause] = []
-    for change in request.changes:
-        event = change.event
-        diff = header_diff(change.before, change.after)
-        if event.type == "request/header-delta":
-            causes.append(
-                CacheCause(kind="header-delta", seqs=(event.seq,), detail=header_detail(diff))
-            )
-        elif event.data.get("reason") == "fallback":
-            causes.append(
-                CacheCause(kind="header-fallback", seqs=(event.seq,), detail=header_detail(diff))
-            )
-        elif change.before is not None and not diff.empty:
-            # A resume (or a new loop instance) whose header differs from the fold.
-            causes.append(
-                CacheCause(kind="resume-drift", seqs=(event.seq,), detail=header_detail(diff))
-            )
-    edit = _client_edit(request, previous)
-    if edit is not None:
-        causes.append(edit)
-    causes.extend(_compactions(request))
-    trims = [e for e in request.replaces if replacement_kind(e) == "trim"]
-    if trims:
-        causes.append(
-            CacheCause(
-                kind="trim",
-                seqs=tuple(e.seq for e in trims),
-                detail={"results": len(trims), "replaced": [_replaced(e) for e in trims]},
-            )
-        )
-    return causes
-
-
-_OTHERS_KEPT = 9
-
-
-def _client_edit(request: WalkedRequest, previous: _Previous | None) -> CacheCause | None:
-    """Messages a client sent differently than before, compared with the previous request.
-
-    The replacing events are the ``seqs``; ``detail`` is the first changed
-    message (:class:`tapelog.audit._edits.MessageChange` as JSON), ``changed``
-    the number of changed messages and ``others`` the next ones (at most 9).
-    """
-    replacing = [e for e in request.replaces if is_client_edit(e)]
-    if not replacing or previous is None:
-        return None
-    # What the client was shown last: the previous history and its answer (a
-    # client that re-serializes the answer's tool arguments edits it in place).
-    old = previous.nodes if previous.answer is None else [*previous.nodes, previous.answer]
-    found = history_changes(
-        old,
-        request.nodes,
-        old_base=previous.prefix,
-        new_base=len(request.header.prefix),
-        limit=1 + _OTHERS_KEPT,
-    )
-    if not found.changes:
-        return None
-    first, *others = found.changes
-    detail = {**first.to_json(), "changed": found.total, "others": [c.to_json() for c in others]}
-    return CacheCause(kind="client-edit", seqs=tuple(e.seq for e in replacing), detail=detail)
-
-
-def _replaced(event: Event) -> int | None:
-    op = event.surface_op
-    return int(op["start"]) if isinstance(op, Mapping) else None
-
-
-def _compactions(request: WalkedRequest) -> list[CacheCause]:
-    by_id: dict[str, list[Event]] = {}
-    replacing: dict[str, Event] = {}
-    for event in request.compaction:
-        by_id.setdefault(str(event.data.get("id")), []).append(event)
-    for event in request.replaces:
-        if replacement_kind(event) == "compaction":
-            replacing[str(event.data["source"].get("id"))] = event
-    causes: list[CacheCause] = []
-    for cid in sorted(set(by_id) | set(replacing), key=lambda c: _first_seq(by_id, replacing, c)):
-        if cid not in replacing:
-            continue  # a failed compaction changes nothing
-        events = sorted([*by_id.get(cid, []), replacing[cid]], key=lambda e: e.seq)
-        detail: dict[str, Any] = {"id": cid, "replacing_seq": replacing[cid].seq}
-        for event in events:
-            if event.type == "compact/start":
-                detail["trigger"] = event.data.get("trigger")
-            elif event.type == "compact/summary":
-                detail["shadowed"] = dict(event.data.get("shadowed", {}))
-        causes.append(
-            CacheCause(kind="compaction", seqs=tuple(e.seq for e in events), detail=detail)
-        )
-    return causes
-
-
-def _first_seq(by_id: Mapping[str, list[Event]], replacing: Mapping[str, Event], cid: str) -> int:
-    seqs = [e.seq for e in by_id.get(cid, [])]
-    if cid in replacing:
-        seqs.append(replacing[cid].seq)
-    return min(seqs)
-
-
-@dataclass
-class _Previous:
-    length: int
-    last_key: str | None
-    end_time: int
-    """When the previous request's answer was logged (epoch ms)."""
-    nodes: History
-    """Its history (an O(1) view), to compare what a client sent again."""
-    prefix: int
-    """How many prefix messages came before that history."""
-    answer: tuple[int, FrozenDict] | None = None
-    """Its answer as a history node: a client may send that back differently too."""
-    rule: Rule | None = None
-    prompt: Prompt | None = None
-    """Its rendered prompt: what it would have read sent again is what a break cost."""
-
-
 def cache_report(
     session_or_events: Session | Sequence[Event],
     *,
@@ -291,18 +162,53 @@ def cache_report(
         session = session_or_events
     else:
         session = Session.from_events(session_or_events, id=session_id)
-    session_id = session_id or session.id
+    requests = walk_requests(session) if walked is None else walked
+    rows, _ = audit_requests(requests, keep=False)
+    return report_of_rows(session_id or session.id, rows)
+
+
+def audit_requests(
+    requests: Iterable[WalkedRequest],
+    *,
+    resume: tuple[AuditState, Sequence[RequestCache]] | None = None,
+    keep_before: int | None = None,
+    keep: bool = True,
+) -> tuple[list[RequestCache], AuditState | None]:
+    """The rows of ``requests`` (a whole walk, in send order), and (``keep``)
+    the state after the last request anchored before seq ``keep_before`` (all
+    of them when ``None``): what a checkpoint keeps to resume from.
+
+    ``resume`` is such a state with the rows it covers: those requests are not
+    audited again; the last of them is taken from the state's chain (or
+    rendered again), for what the next one compares with (``_audit_state``).
+    """
     renderer = SegmentRenderer()
     stores: dict[Rule, PrefixStore] = {}
-    seen: dict[Rule, _Seen] = {}
+    seen: dict[Rule, Seen] = {}
     rows: list[RequestCache] = []
-    previous: _Previous | None = None
+    done, chain = 0, None
+    if resume is not None:
+        state, kept = resume
+        stores, seen = state.restore()
+        rows, done, chain = list(kept[: state.requests]), state.requests, state.chain
+    previous: Previous | None = None
+    kept_state: AuditState | None = None
+    keep_at = keep_before if keep and keep_before is not None else -1
     with paused_gc():
-        for request in walk_requests(session) if walked is None else walked:
+        for request in requests:
+            if request.index <= done:
+                if request.index == done:
+                    with reading_seq(request.boundary_seq):
+                        previous = _resumed_previous(request, renderer, chain)
+                continue
+            if kept_state is None and 0 <= keep_at <= request.boundary_seq:
+                kept_state = AuditState.of(len(rows), stores, seen, renderer)
             with reading_seq(request.boundary_seq):
                 row, previous = _audit_one(request, renderer, stores, seen, previous)
             rows.append(row)
-    return report_of_rows(session_id, rows)
+    if keep and kept_state is None:
+        kept_state = AuditState.of(len(rows), stores, seen, renderer)
+    return rows, kept_state
 
 
 def report_of_rows(session_id: str | None, rows: Sequence[RequestCache]) -> CacheReport:
@@ -314,9 +220,9 @@ def _audit_one(
     request: WalkedRequest,
     renderer: SegmentRenderer,
     stores: dict[Rule, PrefixStore],
-    seen: dict[Rule, _Seen],
-    previous: _Previous | None,
-) -> tuple[RequestCache, _Previous]:
+    seen: dict[Rule, Seen],
+    previous: Previous | None,
+) -> tuple[RequestCache, Previous]:
     """One request's row, and what the next request compares with."""
     rule, prompt = renderer.render(
         request.header, request.nodes, appended_only=not request.replaced_since
@@ -337,7 +243,7 @@ def _audit_one(
             # The cache the log says was lost: simulate the request on an empty one.
             store.clear()
             outcome = account(rule, prompt, store, reply=reply)
-    shared = seen.setdefault(rule, _Seen()).shared(prompt)
+    shared = seen.setdefault(rule, Seen()).shared(prompt)
     segments = prompt.segments
     extends = previous is None or (
         len(segments) >= previous.length
@@ -347,22 +253,43 @@ def _audit_one(
         held = _held(rule, store, previous)
     counts = _counts(usage, outcome.prompt, outcome.read, shared, held or 0)
     row = _row(request, previous, rule, counts, extends, reset)
+    return row, _previous(request, rule, prompt)
+
+
+def _previous(request: WalkedRequest, rule: Rule, prompt: Prompt) -> Previous:
+    """What the request after ``request`` (rendered as ``prompt``) compares with."""
+    message = request.message
+    segments = prompt.segments
     end = message.time if message is not None else request.time
     last = segments[-1].key if segments else None
     prefix = len(request.header.prefix)
     answer = derive_event_message(message) if message is not None else None
     node = (message.seq, answer) if message is not None and answer is not None else None
-    return row, _Previous(len(segments), last, end, request.nodes, prefix, node, rule, prompt)
+    return Previous(len(segments), last, end, request.nodes, prefix, node, rule, prompt)
 
 
-def _held(rule: Rule, store: PrefixStore, previous: _Previous | None) -> int:
+def _resumed_previous(
+    request: WalkedRequest, renderer: SegmentRenderer, chain: Mapping[str, Any] | None
+) -> Previous:
+    """:func:`_previous` of an audited request, its prompt taken from the
+    ``chain`` kept of it, or else rendered again (either leaves ``renderer`` as
+    the audit of every request up to it would)."""
+    resumed = None
+    if chain is not None:
+        with contextlib.suppress(KeyError, TypeError, ValueError):  # an untrusted shape
+            resumed = renderer.resume(request.header, request.nodes, chain)
+    rule, prompt = resumed or renderer.render(request.header, request.nodes, appended_only=False)
+    return _previous(request, rule, prompt)
+
+
+def _held(rule: Rule, store: PrefixStore, previous: Previous | None) -> int:
     """What the previous prompt, sent again now, would read from ``store``."""
     if previous is None or previous.prompt is None or previous.rule != rule:
         return 0
     return peek(rule, previous.prompt, store).read
 
 
-def _reset_cause(request: WalkedRequest, previous: _Previous | None) -> CacheCause | None:
+def _reset_cause(request: WalkedRequest, previous: Previous | None) -> CacheCause | None:
     """Why the provider's cache was empty for ``request``, when the log says so.
 
     A new loop instance (a ``request/header`` snapshot) in front of a cache
@@ -422,7 +349,7 @@ def _counts(
 
 def _row(
     request: WalkedRequest,
-    previous: _Previous | None,
+    previous: Previous | None,
     rule: Rule,
     counts: _Counts,
     extends: bool,
@@ -430,7 +357,7 @@ def _row(
 ) -> RequestCache:
     causes: list[CacheCause] = []
     if not extends:
-        causes = _log_causes(request, previous)
+        causes = log_causes(request, previous)
         if not causes:
             causes.append(
                 CacheCause(kind="unexplained", seqs=(), detail={"reason": "prefix changed"})
@@ -439,7 +366,7 @@ def _row(
         # The prompt extends the previous one, but a client sent the answer it
         # was shown differently (re-serialized arguments, dropped reasoning):
         # the cached answer prefix (DeepSeek stores it) is lost, and this says why.
-        edit = _client_edit(request, previous)
+        edit = client_edit(request, previous)
         if edit is not None:
             causes.append(edit)
     if reset is not None:

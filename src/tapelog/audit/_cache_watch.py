@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tapelog.audit._cache_report import RequestCache, _audit_one, _Previous, _Seen
+from tapelog.audit._audit_state import Seen
+from tapelog.audit._cache_report import RequestCache, _audit_one
+from tapelog.audit._log_causes import Previous
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import PrefixStore, Rule
 from tapelog.log._api import Session
@@ -55,8 +57,8 @@ class CacheWatch:
         self._walker = RequestWalker(session.events, session.id, False)
         self._renderer = SegmentRenderer()
         self._stores: dict[Rule, PrefixStore] = {}
-        self._seen: dict[Rule, _Seen] = {}
-        self._previous: _Previous | None = None
+        self._seen: dict[Rule, Seen] = {}
+        self._previous: Previous | None = None
         self._last: RequestCache | None = None
         self._next = 0
 

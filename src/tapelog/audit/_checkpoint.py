@@ -1,25 +1,28 @@
-"""A finished cache audit kept beside its log: derived, rebuildable, never the truth.
+"""The cache audit kept beside its log: derived, rebuildable, never the truth.
 
-``tapelog cache`` on a session stored as a JSONL file writes the audit it
-computed to ``<session>.audit`` next to the file (atomically; a directory it
-cannot write to just means no checkpoint). The next run reads the log's bytes,
-and uses the checkpoint only if it names exactly those bytes (their length and
-SHA-256) read the same way (the same file path, as a file or from a store: the
-load's warnings name it), this format, and this tapelog version; otherwise (a log that grew or
-changed, a checkpoint edited, truncated or written by another version) it is
-ignored, the log is loaded and audited as without it, and the file is rewritten.
-A matching checkpoint saves the load and the audit: a log that validated once
-validates again byte for byte, and the audit is a pure function of the log.
-``tapelog report`` (which loads the log for its timeline anyway) and the first
-view of a session in ``tapelog serve`` take the audit from a matching
-checkpoint too; ``report`` writes one when there was none, ``serve`` only reads.
+``tapelog cache`` and ``tapelog report`` keep the audit they computed as a
+checkpoint: ``<session>.audit`` beside a JSONL session file (atomically; a
+directory it cannot write to just means no checkpoint), a row of the
+``audit_checkpoints`` table on PostgreSQL. It names the log bytes it covers
+(their length and SHA-256: a PostgreSQL session's bytes are its JSONL form,
+``session_bytes``) and how they were read (the load's warnings name the
+file), and holds the rows, those warnings, and the audit's state after its
+last finished step (``_audit_state``). Then, for the log bytes at hand:
 
-The checkpoint holds the rows (totals are recomputed from them), the warnings
-the load gave (a run from the checkpoint prints them as the load would have),
-and a SHA-256 of both, so damage to the file is noticed; it is not a signature:
-whoever can write the store directory can write the log too. It covers the whole log:
-an appended log is audited again from the start (a checkpoint inside the walk,
-resumed from, is not built yet: issue 20).
+* they are exactly the covered bytes, read the same way: the audit is the
+  rows (``tapelog cache`` does not even load the log: a log that validated once
+  validates again byte for byte, and the audit is a pure function of it);
+* they extend the covered bytes (the log grew, append-only): the log is loaded,
+  and the audit resumes from the state, over the requests after it only (the
+  last request covered is rendered once more); the result is what an audit from
+  scratch gives, and the checkpoint is rewritten;
+* anything else (a changed or truncated log, a checkpoint edited, damaged or
+  written by another format or tapelog version): it is ignored, the log is
+  audited from the start, and the checkpoint is rewritten.
+
+Each section of the file carries its SHA-256 in the first line, so damage is
+noticed; it is not a signature: whoever can write the store can write the log
+too. Deleting a checkpoint changes nothing but speed (docs/format.md).
 """
 
 from __future__ import annotations
@@ -28,19 +31,33 @@ import contextlib
 import hashlib
 import os
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from tapelog._version import __version__
+from tapelog.audit._audit_state import AuditState
 from tapelog.audit._cache_cause import CacheCause
-from tapelog.audit._cache_report import CacheReport, RequestCache, report_of_rows
+from tapelog.audit._cache_report import CacheReport, RequestCache, audit_requests, report_of_rows
 from tapelog.log import decode, encode
+from tapelog.log._api import Session, encode_trusted
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest
 
-__all__ = ["checkpoint_path", "read_checkpoint", "write_checkpoint"]
+__all__ = [
+    "Checkpoint",
+    "ResumePoint",
+    "checkpoint_blob",
+    "checkpoint_path",
+    "parse_checkpoint",
+    "read_checkpoint_file",
+    "resumed_audit",
+    "write_checkpoint_file",
+]
 
 _FORMAT: Final = "tapelog/cache-audit"
-_VERSION: Final = 1
+_VERSION: Final = 2
 _FILE_MODE: Final = 0o600
 
 
@@ -49,9 +66,61 @@ def checkpoint_path(log: Path) -> Path:
     return log.with_suffix(".audit")
 
 
-def _log_key(data: bytes, read_as: str) -> dict[str, Any]:
-    """The bytes audited, and how the log was named (its warnings name it so)."""
-    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "read_as": read_as}
+def _sha256(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A checkpoint read back (:func:`parse_checkpoint`): what it covers and holds."""
+
+    size: int
+    """The byte length of the log it covers."""
+    sha256: str
+    """The SHA-256 of those bytes."""
+    read_as: str
+    """How they were read (the load's warnings name it)."""
+    events: int
+    """How many events those bytes hold."""
+    session: str | None
+    warnings: tuple[str, ...]
+    rows: tuple[RequestCache, ...]
+    state_line: bytes
+    state_sha256: str
+
+    def covers(self, data: bytes, read_as: str | None) -> bool:
+        """Whether it is the audit of exactly ``data`` read as ``read_as``
+        (``None``: read any way, for a caller that has the load's own warnings)."""
+        return (
+            read_as in (None, self.read_as)
+            and self.size == len(data)
+            and self.sha256 == _sha256(data)
+        )
+
+    def extended_by(self, data: bytes) -> bool:
+        """Whether ``data`` starts with the bytes it covers (the log grew or is the same)."""
+        return len(data) >= self.size and self.sha256 == _sha256(memoryview(data)[: self.size])
+
+    def report(self) -> CacheReport:
+        return report_of_rows(self.session, self.rows)
+
+    def resume_point(self, data: bytes) -> ResumePoint | None:
+        """What resumes the audit of the log bytes ``data``: ``None`` unless they
+        extend the bytes covered and the state section is intact."""
+        if not self.extended_by(data):
+            return None
+        state = self.state()
+        return None if state is None else (state, self.rows)
+
+    def state(self) -> AuditState | None:
+        """What resumes the audit (``None`` when that section is damaged)."""
+        try:
+            if _sha256(self.state_line) != self.state_sha256:
+                return None
+            state = AuditState.from_json(decode(self.state_line))
+        except Exception:  # untrusted input of any shape: rebuilt
+            return None
+        return state if state.requests <= len(self.rows) else None
 
 
 def _row_json(row: RequestCache) -> dict[str, Any]:
@@ -72,58 +141,123 @@ def _row(obj: Mapping[str, Any]) -> RequestCache:
     return RequestCache(**fields, causes=causes)
 
 
-def read_checkpoint(
-    path: Path, data: bytes, read_as: str | None
-) -> tuple[CacheReport, tuple[str, ...]] | None:
-    """The audit the checkpoint at ``path`` holds for the log bytes ``data``,
-    with the warnings their load gave; ``None`` when there is none or it does
-    not match (see the module docstring). ``read_as`` (a file or store path)
-    must match too when the warnings are to be printed from the checkpoint;
-    ``None`` when the caller loads the log and has its own."""
+def checkpoint_blob(
+    data: bytes,
+    read_as: str,
+    events: int,
+    report: CacheReport,
+    warnings: Sequence[str],
+    state: AuditState,
+) -> bytes:
+    """The checkpoint of the audit ``report`` of the log bytes ``data`` (``events``
+    events, read as ``read_as``, whose load gave ``warnings``), resumable from ``state``.
+
+    Three lines: what it covers with each section's SHA-256, the rows and
+    warnings, the state (read only to resume: the largest part)."""
+    # The rows and the state are the audit's own values (log data, ints and
+    # strings): encoded without the validating walk, the same bytes.
+    rows = encode_trusted(
+        {
+            "session": report.session,
+            "warnings": list(warnings),
+            "rows": [_row_json(r) for r in report.requests],
+        }
+    )
+    state_line = encode_trusted(state.to_json())
+    head = {
+        "format": _FORMAT,
+        "version": _VERSION,
+        "tapelog": __version__,
+        "log": {"bytes": len(data), "sha256": _sha256(data), "read_as": read_as},
+        "events": events,
+        "rows_sha256": _sha256(rows),
+        "state_sha256": _sha256(state_line),
+    }
+    return b"\n".join((encode(head), rows, state_line)) + b"\n"
+
+
+def parse_checkpoint(blob: bytes) -> Checkpoint | None:
+    """The checkpoint ``blob`` holds; ``None`` when it is not one this version
+    wrote or a section does not match its digest (it is then rebuilt)."""
     try:
-        obj = decode(path.read_bytes())
+        head_line, rows_line, state_line, end = blob.split(b"\n")
+        head = decode(head_line)
         if not (
-            isinstance(obj, dict)
-            and obj.get("format") == _FORMAT
-            and obj.get("version") == _VERSION
-            and obj.get("tapelog") == __version__
+            end == b""
+            and isinstance(head, dict)
+            and head.get("format") == _FORMAT
+            and head.get("version") == _VERSION
+            and head.get("tapelog") == __version__
+            and head.get("rows_sha256") == _sha256(rows_line)
         ):
             return None
-        log: Any = obj.get("log")
-        key = _log_key(data, log["read_as"] if read_as is None else read_as)
-        if log != key:
+        body = decode(rows_line)
+        log, events, warnings = head["log"], head["events"], body["warnings"]
+        if not (
+            isinstance(log["bytes"], int)
+            and isinstance(log["sha256"], str)
+            and isinstance(log["read_as"], str)
+            and isinstance(events, int)
+            and isinstance(head["state_sha256"], str)
+            and all(isinstance(w, str) for w in warnings)
+        ):
             return None
-        rows, warnings = obj["rows"], obj["warnings"]
-        if obj.get("sha256") != _content_digest(obj["session"], rows, warnings):
-            return None
-        if not all(isinstance(w, str) for w in warnings):
-            return None
-        return report_of_rows(obj["session"], [_row(r) for r in rows]), tuple(warnings)
+        return Checkpoint(
+            size=log["bytes"],
+            sha256=log["sha256"],
+            read_as=log["read_as"],
+            events=events,
+            session=body["session"],
+            warnings=tuple(warnings),
+            rows=tuple(_row(r) for r in body["rows"]),
+            state_line=state_line,
+            state_sha256=head["state_sha256"],
+        )
     except Exception:  # unreadable, malformed, or from another shape: rebuilt
         return None
 
 
-def _content_digest(session: Any, rows: Any, warnings: Any) -> str:
-    return hashlib.sha256(encode([session, rows, warnings])).hexdigest()
+ResumePoint = tuple[AuditState, Sequence[RequestCache]]
+"""An audit's state after its first ``n`` requests, and (at least) their rows."""
 
 
-def write_checkpoint(
-    path: Path, data: bytes, read_as: str, report: CacheReport, warnings: Sequence[str]
-) -> None:
-    """Keep ``report`` (the audit of the log bytes ``data``, read as ``read_as``) and the warnings
-    their load gave at ``path``; a failure to write is no error (the checkpoint
-    only saves time)."""
-    rows = [_row_json(r) for r in report.requests]
-    body = {
-        "format": _FORMAT,
-        "version": _VERSION,
-        "tapelog": __version__,
-        "log": _log_key(data, read_as),
-        "session": report.session,
-        "sha256": _content_digest(report.session, rows, list(warnings)),
-        "warnings": list(warnings),
-        "rows": rows,
-    }
+def resumed_audit(
+    session: Session,
+    resume: ResumePoint | None,
+    *,
+    walked: Iterable[WalkedRequest] | None = None,
+) -> tuple[CacheReport, AuditState]:
+    """The cache audit of ``session``, resumed from ``resume`` (a checkpoint's
+    :meth:`~Checkpoint.resume_point` for a prefix of this log) when given; and
+    the state a new checkpoint keeps: after the last request that began before
+    the log's last ``step/start`` (that step may still grow)."""
+    requests = walk_requests(session) if walked is None else walked
+    rows, state = audit_requests(requests, resume=resume, keep_before=_last_step(session))
+    assert state is not None  # kept unless told not to
+    return report_of_rows(session.id, rows), state
+
+
+def _last_step(session: Session) -> int | None:
+    """The seq of the log's last ``step/start`` (``None``: it has none)."""
+    events = session.events
+    for seq in range(len(events) - 1, -1, -1):
+        if events[seq].type == "step/start":
+            return seq
+    return None
+
+
+def read_checkpoint_file(path: Path) -> Checkpoint | None:
+    """The checkpoint at ``path`` (``None``: none, or none this version can use)."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    return parse_checkpoint(blob)
+
+
+def write_checkpoint_file(path: Path, blob: bytes) -> None:
+    """Keep ``blob`` at ``path``, atomically; a failure to write is no error
+    (the checkpoint only saves time)."""
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         # Owner-only and never through a link, as the session file it derives from.
@@ -132,7 +266,7 @@ def write_checkpoint(
         return
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(encode(body))
+            out.write(blob)
         os.replace(temp, path)
     except OSError:
         with contextlib.suppress(OSError):

@@ -36,8 +36,7 @@ from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import ShownRequest, header_keys, requests_html
 from tapelog.llm._api import BodyCache, wire_for
-from tapelog.log import encode
-from tapelog.log._api import Event, Session
+from tapelog.log._api import Event, Session, encode_trusted
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
@@ -185,8 +184,11 @@ def _header(session: Session, report: CacheReport, links: ReportLinks) -> str:
 
 
 def _script_json(value: Any) -> str:
-    """JSON safe inside ``<script>``: every ``<`` escaped, so no ``</script>`` or ``<!--``."""
-    return encode(value).decode("utf-8").replace("<", "\\u003c")
+    """JSON safe inside ``<script>``: every ``<`` escaped, so no ``</script>`` or ``<!--``.
+
+    ``value`` is the audit's own JSON (log data, counts and names): encoded
+    without the validating walk, the same bytes."""
+    return encode_trusted(value).decode("utf-8").replace("<", "\\u003c")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

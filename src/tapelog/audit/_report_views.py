@@ -238,10 +238,12 @@ def requests_html(
                 parts.append(
                     f'<p class="same warn">Does not extend {prev}: every message is shown.</p>'
                 )
-        pairs = zip(item.request.node_seqs, item.request.messages, strict=True)
-        for position, (seq, message) in enumerate(pairs, start=1):
-            if position > shared:
-                parts.append(message_html(position, seq, message, limit, links))
+        seqs, messages = item.request.node_seqs, item.request.messages
+        if len(seqs) != len(messages):
+            raise ValueError("a request's node seqs and messages differ in length")
+        # Only the messages after the shared ones: a long history is not walked again.
+        for i in range(shared, len(messages)):
+            parts.append(message_html(i + 1, seqs[i], messages[i], limit, links))
         out.append(
             f'<details class="request" id="req-{item.index}"><summary>{item.summary}'
             f'</summary><div class="request-body">{"".join(parts)}</div></details>'

@@ -16,6 +16,7 @@ Tests check that the result equals rendering the full encoded body.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any
 
 from tapelog.cache._api import (
@@ -87,16 +88,7 @@ class SegmentRenderer:
         *,
         appended_only: bool,
     ) -> tuple[Rule, Prompt]:
-        config = header.config
-        rule = rule_for(config.provider)
-        wire = wire_for(config)
-        if isinstance(wire, OpenAIWire):
-            key: object = ("openai", wire.dialect, wire.send_back_for(config.model), rule)
-        elif isinstance(wire, ResponsesWire):
-            key = ("responses", wire.dialect, rule)
-        else:
-            key = ("anthropic", rule)
-        key = (key, config.model, config.extras.get("prompt_cache_key"))
+        rule, wire, key = _identity(header)
         same = (
             appended_only
             and key == self._key
@@ -113,6 +105,52 @@ class SegmentRenderer:
             assert isinstance(wire, AnthropicWire)
             self._extend_anthropic(wire, header, nodes)
         self._count = len(nodes)
+        return rule, Prompt(self._segments, self._ends, self._points())
+
+    def chain(self) -> dict[str, Any] | None:
+        """The chain the last :meth:`render` left, as JSON for a checkpoint
+        (``None`` before the first, and for Anthropic, whose groups hold
+        rendered blocks: a resumed audit renders that request again)."""
+        header = self._header
+        if header is None or isinstance(_identity(header)[1], AnthropicWire):
+            return None
+        segments = self._segments
+        return {
+            "count": self._count,
+            "head_len": self._head_len,
+            "head_points": list(self._head_points),
+            "keys": [s.key for s in segments],
+            "tokens": [s.tokens for s in segments],
+            "breakpoints": [i for i, s in enumerate(segments) if s.breakpoint],
+        }
+
+    def resume(
+        self, header: EpochHeader, nodes: Sequence[tuple[int, FrozenDict]], chain: Any
+    ) -> tuple[Rule, Prompt] | None:
+        """What :meth:`render` of ``header`` and ``nodes`` gives, from the
+        :meth:`chain` it left then (kept by a checkpoint) instead of rendering
+        every node again; ``None`` when ``chain`` cannot be that (the caller
+        renders). The per-node pieces are not kept: a later re-render makes them."""
+        rule, wire, key = _identity(header)
+        keys, tokens, points = chain["keys"], chain["tokens"], set(chain["breakpoints"])
+        if (
+            isinstance(wire, AnthropicWire)
+            or chain["count"] != len(nodes)
+            or len(keys) != len(tokens)
+            or not all(isinstance(k, str) for k in keys)
+            or not all(type(t) is int for t in tokens)
+        ):
+            return None
+        self._key, self._header, self._count = key, header, len(nodes)
+        pairs = enumerate(zip(keys, tokens, strict=True))
+        self._segments = [Segment(k, t, i in points) for i, (k, t) in pairs]
+        self._ends = list(accumulate(tokens))
+        self._groups, self._group_start, self._group_node = [], [], []
+        self._last_assistant = -1
+        self._head_points = [int(i) for i in chain["head_points"]]
+        self._head_len = int(chain["head_len"])
+        config = header.config
+        self._root = prefix_root(rule, config.model, config.extras.get("prompt_cache_key"))
         return rule, Prompt(self._segments, self._ends, self._points())
 
     # --- shared ---------------------------------------------------------------
@@ -257,3 +295,18 @@ class SegmentRenderer:
                 firsts.append(i)
                 role = wire_role
         return firsts
+
+
+def _identity(header: EpochHeader) -> tuple[Rule, Any, object]:
+    """The cache rule, the wire, and what a chain is rendered for (same key:
+    same pieces, so a request may extend the previous one's chain)."""
+    config = header.config
+    rule = rule_for(config.provider)
+    wire = wire_for(config)
+    if isinstance(wire, OpenAIWire):
+        key: object = ("openai", wire.dialect, wire.send_back_for(config.model), rule)
+    elif isinstance(wire, ResponsesWire):
+        key = ("responses", wire.dialect, rule)
+    else:
+        key = ("anthropic", rule)
+    return rule, wire, (key, config.model, config.extras.get("prompt_cache_key"))

@@ -315,6 +315,17 @@ class PrefixStore:
     def clear(self) -> None:
         self._touched.clear()
 
+    def keys(self) -> list[str]:
+        """The keys held, in the order they were first written (what a
+        checkpoint of the cache audit keeps of this store)."""
+        return list(self._touched)
+
+    def hold(self, keys: Iterable[str]) -> None:
+        """Hold ``keys`` as written now (a checkpointed store, restored)."""
+        now = self.clock()
+        for key in keys:
+            self._touched[key] = now
+
 
 def peek(
     rule: Rule,

@@ -1,61 +1,143 @@
-"""The cache audit of a session, from its checkpoint when one matches (tapelog.audit._checkpoint).
+"""The cache audit of a session, from its checkpoint where one fits (tapelog.audit._checkpoint).
 
-``tapelog cache`` needs only the audit: a matching checkpoint saves loading
-the log at all (its warnings are printed from the checkpoint). ``tapelog
-report`` needs the session too: it loads it and takes only the audit from the
-checkpoint. Both compute and write the checkpoint when none matches.
+A session in one JSONL file keeps its checkpoint beside the file; a session
+in PostgreSQL keeps it in the store's ``audit_checkpoints`` table. ``tapelog
+cache`` needs only the audit: a checkpoint of exactly the log's bytes saves
+loading the log at all (its warnings are printed from the checkpoint); one of
+a shorter log (it grew since) saves auditing what it covers. ``tapelog
+report`` needs the session too: it loads it and takes what it can of the
+audit from the checkpoint. Both write the checkpoint of what they audited.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 from tapelog.audit import CacheReport, cache_report
-from tapelog.audit._api import checkpoint_path, read_checkpoint, write_checkpoint
+from tapelog.audit._api import (
+    Checkpoint,
+    checkpoint_blob,
+    checkpoint_path,
+    parse_checkpoint,
+    read_checkpoint_file,
+    resumed_audit,
+    write_checkpoint_file,
+)
 from tapelog.cli._store_cmds import (
+    _resolve,
     echo_warnings,
     load_target,
     load_target_bytes,
     load_warnings,
     target_file,
 )
+from tapelog.cli._stores import open_store
 from tapelog.log._api import Session
+from tapelog.request import walk_requests
+from tapelog.request._api import WalkedRequest
+from tapelog.store import LoadedSession, PostgresStore
 
 __all__ = ["checkpointed_audit", "loaded_and_audited"]
 
 
-def checkpointed_audit(target: str, store: str | None) -> CacheReport:
-    """The cache audit of a session, its load's warnings on stderr: from the
-    checkpoint beside the session's JSONL file when it matches the file's
-    bytes (and path), else computed and checkpointed."""
+@dataclass(frozen=True, slots=True)
+class _Located:
+    """A session's log bytes, how they were read, and where its checkpoint is kept."""
+
+    data: bytes
+    read_as: str
+    load: Callable[[], LoadedSession]
+    """The session, loaded from exactly :attr:`data`."""
+    read: Callable[[], Checkpoint | None]
+    write: Callable[[bytes, int], None]
+    """Keep a checkpoint blob covering :attr:`data` (its event count given)."""
+
+
+def _located(target: str, store: str | None) -> _Located | None:
+    """Where the session ``target`` keeps its checkpoint (``None``: a store that keeps none)."""
     found = target_file(target, store)
-    if found is None:
+    if found is not None:
+        path, data, read_as = found
+        where = checkpoint_path(path)
+        return _Located(
+            data,
+            read_as,
+            lambda: load_target_bytes(target, store, data),
+            lambda: read_checkpoint_file(where),
+            lambda blob, _: write_checkpoint_file(where, blob),
+        )
+    opened = open_store(store)
+    session_id = _resolve(target)[1]
+    if not isinstance(opened, PostgresStore) or session_id is None:
+        return None
+    pg, sid = opened, session_id
+    data = pg.session_bytes(sid)
+
+    def read() -> Checkpoint | None:
+        blob = pg.audit_checkpoint(sid)
+        return None if blob is None else parse_checkpoint(blob)
+
+    def write(blob: bytes, events: int) -> None:
+        digest = hashlib.sha256(data).hexdigest()
+        pg.keep_audit_checkpoint(sid, blob, events=events, size=len(data), sha256=digest)
+
+    return _Located(data, f"postgres:{pg!r}:{sid}", lambda: pg.load_bytes(sid, data), read, write)
+
+
+def _audited(
+    located: _Located,
+    loaded: LoadedSession,
+    kept: Checkpoint | None,
+    warnings: Sequence[str],
+    walked: Sequence[WalkedRequest] | None = None,
+) -> CacheReport:
+    """The audit, resumed from ``kept`` where it covers a prefix of the log
+    (``walked``: the session's requests, when the caller walked them); checkpointed."""
+    session = loaded.session
+    resume = None if kept is None else kept.resume_point(located.data)
+    report, state = resumed_audit(session, resume, walked=walked)
+    blob = checkpoint_blob(located.data, located.read_as, len(session), report, warnings, state)
+    located.write(blob, len(session))
+    return report
+
+
+def checkpointed_audit(target: str, store: str | None) -> CacheReport:
+    """The cache audit of a session, its load's warnings on stderr: from its
+    checkpoint when that covers exactly the log's bytes (read the same way),
+    resumed from it when the log grew since, else computed; checkpointed."""
+    located = _located(target, store)
+    if located is None:
         return cache_report(load_target(target, store))
-    path, data, read_as = found
-    where = checkpoint_path(path)
-    kept = read_checkpoint(where, data, read_as)
-    if kept is not None:
-        report, warnings = kept
+    kept = located.read()
+    if kept is not None and kept.covers(located.data, located.read_as):
+        report, warnings = kept.report(), kept.warnings
     else:
-        loaded = load_target_bytes(target, store, data)
+        loaded = located.load()
         warnings = load_warnings(loaded)
-        report = cache_report(loaded.session)
-        write_checkpoint(where, data, read_as, report, warnings)
+        report = _audited(located, loaded, kept, warnings)
     echo_warnings(warnings)
     return report
 
 
-def loaded_and_audited(target: str, store: str | None) -> tuple[Session, CacheReport | None]:
-    """The session (its load's warnings on stderr) and its audit: from a
-    matching checkpoint, else computed and checkpointed (``None`` for a store
-    that keeps no checkpoint: the caller computes it with what it walks)."""
-    found = target_file(target, store)
-    if found is None:
-        return load_target(target, store), None
-    path, data, read_as = found
-    loaded = load_target_bytes(target, store, data)
-    echo_warnings(load_warnings(loaded))
-    kept = read_checkpoint(checkpoint_path(path), data, None)
-    if kept is not None:
-        return loaded.session, kept[0]
-    report = cache_report(loaded.session)
-    write_checkpoint(checkpoint_path(path), data, read_as, report, load_warnings(loaded))
-    return loaded.session, report
+def loaded_and_audited(
+    target: str, store: str | None
+) -> tuple[Session, list[WalkedRequest], CacheReport]:
+    """The session (its load's warnings on stderr), its requests, and its
+    audit: from its checkpoint when that covers the log's bytes, resumed from
+    it when the log grew since, else computed; checkpointed where the store
+    keeps checkpoints. One walk of the log serves the audit and the caller."""
+    located = _located(target, store)
+    if located is None:
+        session = load_target(target, store)
+        walked = list(walk_requests(session))
+        return session, walked, cache_report(session, walked=walked)
+    loaded = located.load()
+    warnings = load_warnings(loaded)
+    echo_warnings(warnings)
+    walked = list(walk_requests(loaded.session))
+    kept = located.read()
+    if kept is not None and kept.covers(located.data, None):
+        return loaded.session, walked, kept.report()
+    return loaded.session, walked, _audited(located, loaded, kept, warnings, walked)

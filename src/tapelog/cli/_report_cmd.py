@@ -30,8 +30,8 @@ def report_cmd(target: str, store: str | None, output: Path) -> None:
     SESSION is a session id in the store or the path of a session file. The
     page is one file with everything inline; it loads nothing from the network.
     """
-    session, audit = loaded_and_audited(target, store)
-    html = report_html(report_parts(session, audit=audit)).encode("utf-8")
+    session, walked, audit = loaded_and_audited(target, store)
+    html = report_html(report_parts(session, walked=walked, audit=audit)).encode("utf-8")
     write_output(output, html)
     requests = sum(1 for e in session.events if e.type == "step/start")
     click.echo(f"wrote {output} ({requests} request(s), {len(html) / 1024:.0f} KiB)")

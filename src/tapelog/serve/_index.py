@@ -14,10 +14,12 @@ page shows does not depend on the machine's load), then by a background
 thread for the rest, newest first. It is the very :func:`tapelog.audit.cache_report`
 of ``tapelog cache``, run on the log as the store loads it (every event
 validated, every digest checked), so a session that does not load is marked
-damaged here too. An audit belongs to the number of events it read; when a
-session grows the row shows the old efficiency as stale until it is audited
-again, which happens once no turn is in progress (an idle session a writer
-holds between turns is audited too).
+damaged here too; or the totals of the checkpoint ``tapelog cache`` left for
+exactly the session's bytes (which loaded when it was written). An audit
+belongs to the number of events it read; when a session grows the row shows
+the old efficiency as stale until it is audited again, which happens once no
+turn is in progress (an idle session a writer holds between turns is audited
+too).
 
 The index is kept in memory and, unless told otherwise, in a file outside the
 store (the server never writes to the store), so a restart starts warm; every
@@ -40,7 +42,9 @@ from typing import Final
 
 from tapelog._errors import TapelogError
 from tapelog.audit import cache_report
+from tapelog.audit._api import CacheTotals
 from tapelog.log import decode, encode
+from tapelog.serve._checkpoints import stored_checkpoint
 from tapelog.serve._entry import Audited, Entry, activity
 from tapelog.serve._summary import Summary
 from tapelog.store import JsonlStore, SessionStore
@@ -234,6 +238,15 @@ class SessionIndex:
             spent += size
             self._audit_one(session_id)
 
+    def _totals(self, session_id: str) -> tuple[int, CacheTotals]:
+        """The session's event count and audit totals: from a checkpoint of
+        exactly its bytes (they loaded when it was written), else audited."""
+        kept = stored_checkpoint(self._store, session_id)
+        if kept is not None and kept.covers(self._store.session_bytes(session_id), None):
+            return kept.events, kept.report().totals
+        session = self._store.load(session_id).session
+        return len(session), cache_report(session).totals
+
     def _audit_one(self, session_id: str) -> None:
         with self._lock:
             entry = self._entries.get(session_id)
@@ -241,11 +254,10 @@ class SessionIndex:
             return
         events = entry.summary.events
         try:
-            session = self._store.load(session_id).session
-            totals = cache_report(session).totals
+            size, totals = self._totals(session_id)
             line = totals.bottom_line
             audited = Audited(
-                events=len(session),
+                events=size,
                 requests=totals.requests,
                 prompt_tokens=totals.prompt_tokens,
                 cached_tokens=totals.cached_reported,

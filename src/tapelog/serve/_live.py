@@ -16,9 +16,10 @@ the log afresh and names the problem.
 What a page needs beyond the events (the walk of its requests, the cache
 audit, the report's parts of the windows last shown) is computed once per
 length of the log (the audit of the log as loaded comes from the checkpoint
-``tapelog cache`` or ``report`` left beside a JSONL file, when it matches),
-so looking at a session again costs only what changed. The server keeps the
-few sessions looked at last (:class:`LiveSessions`).
+``tapelog cache`` or ``report`` left, when it covers those bytes, and resumes
+from it when the log grew since; each later audit resumes from the one
+before), so looking at a session again costs only what changed. The server
+keeps the few sessions looked at last (:class:`LiveSessions`).
 """
 
 from __future__ import annotations
@@ -31,16 +32,17 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tapelog._errors import CorruptLogError
-from tapelog.audit import CacheReport, cache_report
-from tapelog.audit._api import ReportParts, checkpoint_path, read_checkpoint
+from tapelog.audit import CacheReport
+from tapelog.audit._api import Checkpoint, ReportParts, ResumePoint, resumed_audit
 from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
+from tapelog.serve._checkpoints import stored_checkpoint
 from tapelog.serve._entry import activity
 from tapelog.serve._index import store_label
 from tapelog.serve._summary import FOLDED_TYPES, Summary
-from tapelog.store import JsonlStore, SessionStore
+from tapelog.store import SessionStore
 from tapelog.store._api import read_session_bytes
 
 __all__ = ["LiveSession", "LiveSessions"]
@@ -74,10 +76,15 @@ class LiveSession:
         self._numbers: dict[int, int] = {}
         self._sent = 0
         self._walked: tuple[int, list[WalkedRequest]] | None = None
-        kept = _checkpointed(store, session_id, data)
-        self._audit: tuple[int, CacheReport] | None = (
-            None if kept is None else (len(loaded.session), kept)
-        )
+        self._audit: tuple[int, CacheReport] | None = None
+        self._resume: ResumePoint | None = None
+        self._kept: Checkpoint | None = None
+        kept = stored_checkpoint(store, session_id)
+        if kept is not None and kept.covers(data, None):
+            self._audit = (len(loaded.session), kept.report())
+            self._kept = kept  # its state resumes the audit once the log grows
+        elif kept is not None:
+            self._resume = kept.resume_point(data)
         self._status: tuple[float, bool] | None = None
         self._parts: dict[tuple[int, int], ReportParts] = {}
 
@@ -159,7 +166,12 @@ class LiveSession:
         """The cache audit of the session (:func:`cache_report`), once per length."""
         n = len(self.session)
         if self._audit is None or self._audit[0] != n:
-            self._audit = (n, cache_report(self.session, walked=self.walked()))
+            kept, self._kept = self._kept, None
+            if kept is not None:  # it covers a prefix of the log as polled
+                state = kept.state()
+                self._resume = None if state is None else (state, kept.rows)
+            report, state = resumed_audit(self.session, self._resume, walked=self.walked())
+            self._audit, self._resume = (n, report), (state, report.requests)
         return self._audit[1]
 
     def parts(self, window: int, make: Callable[[], ReportParts]) -> ReportParts:
@@ -185,16 +197,6 @@ class LiveSession:
         """Up to ``limit`` events after ``seq``."""
         events = self.session.events
         return events[seq + 1 : min(seq + 1 + limit, len(events))]
-
-
-def _checkpointed(store: SessionStore, session_id: str, data: bytes) -> CacheReport | None:
-    """The cache audit a checkpoint beside a JSONL session file holds for
-    exactly ``data`` (``tapelog cache`` and ``tapelog report`` write it; the
-    server only reads it), so a first view need not audit the log again."""
-    if not isinstance(store, JsonlStore):
-        return None
-    kept = read_checkpoint(checkpoint_path(store.path(session_id)), data, None)
-    return None if kept is None else kept[0]
 
 
 class LiveSessions:

@@ -52,6 +52,7 @@ from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, Ses
 from tapelog.store._format import header_line
 from tapelog.store._ids import validate_session_id
 from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._pg_checkpoints import read_audit_checkpoint, write_audit_checkpoint
 from tapelog.store._pg_conninfo import parse_conninfo
 from tapelog.store._pg_follow import PostgresFollower, channel, held_keys
 from tapelog.store._pg_points import PostgresPointLog, ensure_points_table
@@ -401,6 +402,11 @@ class PostgresStore(SessionStore):
         """Scan and replay the bytes of :meth:`_rows_as_jsonl`, as a JSONL file's;
         the session and those bytes."""
         data = self._rows_as_jsonl(conn, session_id)
+        return self.load_bytes(session_id, data), data
+
+    def load_bytes(self, session_id: str, data: bytes) -> LoadedSession:
+        """:meth:`load` of ``data``, what :meth:`session_bytes` gave (so what is
+        derived from the session is derived from exactly those bytes)."""
         source = f"session {session_id} in the store {self._where}"
         loaded, _ = read_session_bytes(data, source=source)
         if loaded.session.id != session_id:
@@ -409,7 +415,19 @@ class PostgresStore(SessionStore):
                 "a session's header must name its own id",
                 line=1,
             )
-        return loaded, data
+        return loaded
+
+    def audit_checkpoint(self, session_id: str) -> bytes | None:
+        """The cache audit's checkpoint kept for the session (derived: ``_pg_checkpoints``)."""
+        validate_session_id(session_id)
+        return read_audit_checkpoint(self, session_id)
+
+    def keep_audit_checkpoint(
+        self, session_id: str, body: bytes, *, events: int, size: int, sha256: str
+    ) -> None:
+        """Keep ``body`` as the session's cache audit checkpoint (a failure is no error)."""
+        validate_session_id(session_id)
+        write_audit_checkpoint(self, session_id, body, events=events, size=size, sha256=sha256)
 
     def _rows_as_jsonl(self, conn: Connection[Any], session_id: str) -> bytes:
         """The header and every event, fetched in one snapshot, joined as a JSONL file.
