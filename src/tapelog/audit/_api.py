@@ -9,6 +9,7 @@ from tapelog.audit._checkpoint import (
     ResumePoint,
     checkpoint_blob,
     checkpoint_path,
+    kept_bodies,
     parse_checkpoint,
     read_checkpoint_file,
     resumed_audit,
@@ -16,6 +17,7 @@ from tapelog.audit._checkpoint import (
 )
 from tapelog.audit._diff import HeaderDiff
 from tapelog.audit._report_html import (
+    BodyDigest,
     ReportParts,
     ReportWindow,
     report_assets,
@@ -28,6 +30,7 @@ from tapelog.audit._report_views import header_change, message_html
 from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
+    "BodyDigest",
     "CacheTotals",
     "CacheWatch",
     "Checkpoint",
@@ -43,6 +46,7 @@ __all__ = [
     "edit_sentence",
     "header_change",
     "header_sentence",
+    "kept_bodies",
     "message_html",
     "parse_checkpoint",
     "read_checkpoint_file",

@@ -20,6 +20,7 @@ from tapelog.audit._api import (
     Checkpoint,
     checkpoint_blob,
     checkpoint_path,
+    kept_bodies,
     parse_checkpoint,
     read_checkpoint_file,
     resumed_audit,
@@ -94,11 +95,17 @@ def _audited(
     walked: Sequence[WalkedRequest] | None = None,
 ) -> CacheReport:
     """The audit, resumed from ``kept`` where it covers a prefix of the log
-    (``walked``: the session's requests, when the caller walked them); checkpointed."""
+    (``walked``: the session's requests, when the caller walked them); checkpointed
+    with the last requests' body digests (what a server's first view shows)."""
     session = loaded.session
     resume = None if kept is None else kept.resume_point(located.data)
+    walked = list(walk_requests(session)) if walked is None else walked
     report, state = resumed_audit(session, resume, walked=walked)
-    blob = checkpoint_blob(located.data, located.read_as, len(session), report, warnings, state)
+    known = {} if kept is None or resume is None else kept.bodies_through(resume[0].requests)
+    bodies = kept_bodies(walked, known)
+    blob = checkpoint_blob(
+        located.data, located.read_as, len(session), report, warnings, state, bodies
+    )
     located.write(blob, len(session))
     return report
 
