@@ -17,6 +17,7 @@ from tapelog.audit._checkpoint import BODIES_KEPT
 from tapelog.cli import cli
 from tapelog.serve._live import LiveSession
 from tapelog.serve._session_page import WINDOW, session_html
+from tapelog.serve._summary import Summary, open_turn
 from tapelog.store import JsonlStore
 
 # Three requests a turn (two tool rounds and the answer): two windows' worth.
@@ -123,5 +124,25 @@ def test_a_live_view_loaded_with_a_checkpoint_shows_the_grown_log_as_a_fresh_loa
         (tmp_path / f"{growing.sid}.audit").unlink()
         assert after == _pages(tmp_path, growing.sid)["last"]
         assert after != before
+    finally:
+        growing.close()
+
+
+def test_the_status_read_from_the_end_of_the_log_is_the_fold_s_at_every_length(
+    tmp_path: Path,
+) -> None:
+    """A first view takes whether a turn is open from the log's end
+    (:func:`open_turn`); it is what folding every event gives, wherever the log stops."""
+    growing = Growing(tmp_path)
+    try:
+        grow(growing, [TurnPlan(rounds=1), TurnPlan(rounds=0, flush_mid_step=True)])
+        events = growing.builder.session.events
+        summary = Summary(id=growing.sid)
+        assert open_turn(events[:0]) is False
+        for n, event in enumerate(events, start=1):
+            summary.feed(event.type, event.seq, event.data)
+            assert open_turn(events[:n]) is summary.open_turn
+        assert any(open_turn(events[:n]) for n in range(len(events)))
+        assert not open_turn(events)
     finally:
         growing.close()

@@ -43,7 +43,7 @@ from tapelog.request._api import WalkedRequest
 from tapelog.serve._checkpoints import stored_checkpoint
 from tapelog.serve._entry import activity
 from tapelog.serve._index import store_label
-from tapelog.serve._summary import FOLDED_TYPES, Summary
+from tapelog.serve._summary import FOLDED_TYPES, Summary, open_turn
 from tapelog.store import SessionStore
 from tapelog.store._api import read_session_bytes
 
@@ -204,7 +204,9 @@ class LiveSession:
         now = time.monotonic()
         if self._status is None or now - self._status[0] > _STATUS_EVERY_S:
             self._status = (now, self._store.active(self.id))
-        return activity(self._status[1], self.summary().open_turn)
+        # A first view needs no fold of every event: the turn's state from the end.
+        turn = open_turn(self.session.events) if self._summary is None else self._summary.open_turn
+        return activity(self._status[1], turn)
 
     def events_after(self, seq: int, limit: int) -> Sequence[Event]:
         """Up to ``limit`` events after ``seq``."""
