@@ -13,6 +13,11 @@ wire format chosen from the rebuilt config alone (``wire_for``). Each check
 folds the events logged since the last one and encodes only the messages that
 are new, so a check costs what is new, not the session's length
 (``bench/bench_loop.py`` measures it). That is what lets it be on by default.
+The body comes as the wire's parts (:class:`tapelog.llm.WireBody`) and is
+compared with the shadow's parts the same way: a pair of parts both sides had
+at the same place when the last check found them equal is skipped when they
+are the same objects again (immutable bytes: the same object is the same
+bytes), every other part is compared by content (:class:`_PartsSeen`).
 
 It also refuses a request the log does explain but no provider accepts: one
 holding an assistant message whose tool calls are not all answered before the
@@ -31,7 +36,7 @@ from typing import Any
 
 from tapelog._errors import ReconstructionError
 from tapelog.checker._compare import differences, first_message_difference, mismatch_error
-from tapelog.llm._api import BodyCache, WireFormat, wire_for
+from tapelog.llm._api import BodyCache, WireBody, WireFormat, wire_for
 from tapelog.log._api import Event, History, LogFold, Session, unanswered_tool_calls
 from tapelog.request import LlmRequest, build_request, summary_request
 from tapelog.request._api import StepFold, compaction_inputs, rebuild_request_at
@@ -71,6 +76,10 @@ class RequestChecker:
         self._last_sent: list[Any] = []
         self._last_history: History | None = None
         self._last_prefix: Sequence[Any] = ()
+        self._parts = _PartsSeen()
+        self.compared_bytes = 0
+        """How many body bytes the last check compared by content (the rest it
+        knew equal: parts verified on an earlier check, the same objects again)."""
 
     def _catch_up(self, upto: int) -> None:
         events = self._session.events
@@ -201,7 +210,7 @@ class RequestChecker:
                 "answered (`tapelog verify` says where)"
             )
 
-    def check(self, request: LlmRequest, body: bytes) -> None:
+    def check(self, request: LlmRequest, body: bytes | WireBody) -> None:
         """Raise :class:`ReconstructionError` unless the log explains ``request`` and
         ``body``, or the request holds tool calls without their results."""
         rebuilt, history = self._rebuild(request)
@@ -212,10 +221,16 @@ class RequestChecker:
         index = self._first_difference(rebuilt, request.messages, history)
         same_header = rebuilt.header.canonical_bytes() == request.header.canonical_bytes()
         same_seqs = request.node_seqs == rebuilt.node_seqs
-        if index is None and same_header and same_seqs and same_bytes(body, parts):
+        sent = body.parts if isinstance(body, WireBody) else (body,)
+        # Only a loop check's parts are remembered: a one-shot's are its own.
+        seen = self._parts if history is not None else _PartsSeen()
+        same = seen.same(sent, parts)
+        self.compared_bytes = seen.compared
+        if index is None and same_header and same_seqs and same:
             return
+        self._parts = _PartsSeen()  # nothing is vouched for after a refusal
         expected_body = b"".join(parts)
-        problems = differences(rebuilt, request, expected_body, body, message_index=index)
+        problems = differences(rebuilt, request, expected_body, bytes(body), message_index=index)
         if problems:
             raise mismatch_error(request, problems)
 
@@ -226,7 +241,47 @@ def _what(request: LlmRequest) -> str:
     return f"{kind} anchored at seq {anchor}"
 
 
-def same_bytes(body: bytes, parts: Sequence[bytes | bytearray]) -> bool:
+class _PartsSeen:
+    """The part pairs (sent, shadow) the last loop check found equal, by place.
+
+    A body is the concatenation of its parts on both sides. When both sides
+    cut it the same way (the same wire code on both: the usual case), the
+    bodies are equal exactly when every pair of parts at the same place is
+    equal, and a pair that is the same two objects as a pair found equal
+    before is equal still: every part is ``bytes``, immutable. So a check
+    compares by content only the pairs that are new (new messages, the header
+    members, a freshly sealed history segment) and skips the rest at the cost
+    of two identity tests. Anything else (another cut, a part that is not
+    ``bytes``) is compared in full, whatever was seen.
+    """
+
+    def __init__(self) -> None:
+        self._pairs: list[tuple[bytes, bytes]] = []
+        self.compared = 0  # bytes compared by content by the last call
+
+    def same(self, sent: Sequence[bytes], shadow: Sequence[bytes]) -> bool:
+        """Whether the two part lists are the same bytes; remembers them if so."""
+        self.compared = 0
+        pairs = self._pairs
+        known = len(pairs)
+        if len(sent) == len(shadow):
+            compared = 0
+            for i, (a, b) in enumerate(zip(sent, shadow, strict=True)):
+                if i < known and pairs[i][0] is a and pairs[i][1] is b:
+                    continue
+                if type(a) is not bytes or type(b) is not bytes or a != b:
+                    break
+                compared += len(a)
+            else:
+                self.compared = compared
+                self._pairs = list(zip(sent, shadow, strict=True))
+                return True
+        self._pairs = []
+        self.compared = sum(map(len, shadow))
+        return same_bytes(b"".join(sent), shadow)
+
+
+def same_bytes(body: bytes, parts: Sequence[bytes]) -> bool:
     """Whether ``body`` is the concatenation of ``parts``, without building it."""
     if len(body) != sum(map(len, parts)):
         return False

@@ -18,19 +18,30 @@ once per history message. ``orjson.dumps`` returns bytes whose buffer is
 sized for the worst case, not the result (orjson 3.13: 4 KB for a 70-byte
 message, about 8x the length for a long string), and never shrinks it; a
 piece is stored as an exact-size copy of the same bytes (:func:`exact_size`).
+
+The body is never joined on the loop's way to the edge: a wire's parts become
+a :class:`WireBody` (immutable parts, sent in ~64 KB chunks), and the history a
+session keeps appending to is a :class:`ByteRun`, whose old parts are sealed
+segments the next step reuses as the same objects. A step then copies what is
+new, and the checker compares what is new (docs/architecture.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from tapelog.log import encode
 
 __all__ = [
+    "CHUNK_BYTES",
+    "SEGMENT_BYTES",
+    "SEGMENT_PARTS",
     "BodyCache",
+    "ByteRun",
     "Parts",
+    "WireBody",
     "exact_size",
     "json_array",
     "json_object",
@@ -56,8 +67,126 @@ def json_array(items: Iterable[bytes]) -> bytes:
     return b"[" + b",".join(items) + b"]"
 
 
-Parts = list[bytes | bytearray]
+Parts = list[bytes]
 """Byte parts whose concatenation is a body (``b"".join(parts)``)."""
+
+CHUNK_BYTES: Final = 64 * 1024
+"""About how much of a body :meth:`WireBody.chunks` hands the socket at a time."""
+
+SEGMENT_BYTES: Final = 64 * 1024
+SEGMENT_PARTS: Final = 128
+"""A :class:`ByteRun` seals its open parts into one segment at this many bytes or parts."""
+
+
+class WireBody:
+    """An HTTP body as the immutable byte parts a wire assembled, in order.
+
+    The loop hands this to the edge instead of one joined ``bytes``: joining a
+    body copies all of it, every step, and a long session's body is megabytes.
+    The parts are the body (``bytes(body) == b"".join(body.parts)``); a client
+    streams them (:meth:`chunks`) with a ``Content-Length`` of ``len(body)``,
+    so the provider receives exactly those bytes. Code that needs one bytes
+    object (a local model, a recorder, a diff) calls ``bytes(body)``: joined
+    once, then kept. Every part is ``bytes`` (a mutable part is copied), so a
+    part seen twice as the same object holds the same bytes: the checker
+    skips what it verified before by identity.
+    """
+
+    __slots__ = ("_joined", "parts", "size")
+
+    def __init__(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
+        self.parts: tuple[bytes, ...] = tuple(
+            part if type(part) is bytes else bytes(part) for part in parts
+        )
+        self.size = sum(map(len, self.parts))
+        self._joined: bytes | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        joined = self._joined
+        if joined is None:
+            parts = self.parts
+            joined = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._joined = joined
+        return joined
+
+    def __repr__(self) -> str:
+        return f"WireBody({len(self.parts)} parts, {self.size} bytes)"
+
+    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The body in pieces for a socket: runs of small parts joined until
+        they reach ``size`` bytes, a part of ``size`` or more as it is (no copy).
+        Each call starts again from the first byte (a retry resends the body)."""
+        group: list[bytes] = []
+        held = 0
+        for part in self.parts:
+            if not part:
+                continue
+            if len(part) >= size:
+                if group:
+                    yield b"".join(group)
+                    group, held = [], 0
+                yield part
+                continue
+            group.append(part)
+            held += len(part)
+            if held >= size:
+                yield b"".join(group)
+                group, held = [], 0
+        if group:
+            yield b"".join(group)
+
+
+class ByteRun:
+    """The inside of a JSON array that only grows: items with ``b","`` between
+    them, kept as immutable parts.
+
+    A wire's history bytes for one session: each step adds its new messages'
+    pieces and :meth:`parts` snapshots the whole, old parts first. Open parts
+    are sealed into one exact-size segment once they reach
+    :data:`SEGMENT_BYTES` or :data:`SEGMENT_PARTS` (an item of
+    :data:`SEGMENT_BYTES` or more is a segment alone, not copied), so a
+    snapshot is a few dozen parts for megabytes of history, and the segments
+    of earlier steps are the same objects in every later snapshot. Nothing
+    already added is ever changed: a snapshot taken earlier stays the bytes it was.
+    """
+
+    __slots__ = ("_open", "_open_bytes", "_sealed")
+
+    def __init__(self) -> None:
+        self._sealed: list[bytes] = []
+        self._open: list[bytes] = []
+        self._open_bytes = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._sealed or self._open)
+
+    def add(self, item: bytes) -> None:
+        """Append one array item (a comma goes before it unless it is the first)."""
+        if type(item) is not bytes:
+            item = bytes(item)
+        if self._sealed or self._open:
+            self._open.append(b",")
+        if len(item) >= SEGMENT_BYTES:
+            self._seal()
+            self._sealed.append(item)
+            return
+        self._open.append(item)
+        self._open_bytes += len(item)
+        if self._open_bytes >= SEGMENT_BYTES or len(self._open) >= SEGMENT_PARTS:
+            self._seal()
+
+    def _seal(self) -> None:
+        opened = self._open
+        if opened:
+            self._sealed.append(opened[0] if len(opened) == 1 else b"".join(opened))
+            self._open, self._open_bytes = [], 0
+
+    def parts(self) -> Parts:
+        """The items so far, as parts (a new list: later adds leave it alone)."""
+        return [*self._sealed, *self._open]
 
 
 def object_parts(members: Iterable[tuple[str, bytes | Parts]]) -> Parts:
@@ -99,18 +228,21 @@ def exact_size(value: Any) -> Any:
     return value
 
 
-def node_seq_list(messages: Sequence[Any], node_seqs: Sequence[int | None]) -> list[int | None]:
+def node_seq_list(
+    messages: Sequence[Any], node_seqs: Sequence[int | None]
+) -> tuple[int | None, ...]:
     """The node seq of each message (``None`` for prefix messages or when unknown).
 
     ``LlmRequest.node_seqs`` is aligned with ``messages`` (``None`` for prefix
     messages); a tuple that only covers the history is aligned from the end.
     Anything else is ignored: the body is then encoded without the cache.
+    The request's own tuple is returned as it is (no copy of the history's seqs).
     """
     if len(node_seqs) == len(messages):
-        return list(node_seqs)
+        return tuple(node_seqs)
     if 0 < len(node_seqs) < len(messages):
-        return [None] * (len(messages) - len(node_seqs)) + list(node_seqs)
-    return [None] * len(messages)
+        return (None,) * (len(messages) - len(node_seqs)) + tuple(node_seqs)
+    return (None,) * len(messages)
 
 
 def _anonymous(
@@ -127,9 +259,9 @@ def _anonymous(
 
 @dataclass(frozen=True, slots=True)
 class _Joined:
-    """The joined bytes of a run's messages (the OpenAI wire's run state)."""
+    """The bytes of a run's messages (the OpenAI and Responses wires' run state)."""
 
-    blob: bytearray
+    run: ByteRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,32 +402,29 @@ class BodyCache:
         piece: Callable[[int], bytes],
         *,
         scope: str | None,
-    ) -> list[bytes | bytearray]:
-        """The bytes of every message with ``b","`` between them, reusing what
-        the previous call joined for the leading run of messages.
+    ) -> Parts:
+        """The bytes of every message with ``b","`` between them (as parts),
+        reusing what the previous call kept for the leading run of messages.
 
-        A step usually appends to the history, so the bytes of the history up
+        A step usually appends to the history, so the parts of the history up
         to the previous request are reused (see :meth:`previous`) and only the
-        new messages are looked up and appended, in place: the per-step cost
-        is the new messages, not the history. The returned buffer is the
-        cache's own and grows on the next call: join it into the body at once.
+        new messages are looked up and added to the run (:class:`ByteRun`):
+        the per-step cost is the new messages, not the history. The parts are
+        immutable; the previous ones stay the same objects.
         """
         keys = tuple(seqs)
-        start, blob = 0, None
+        start, run = 0, None
         previous = self.previous(keys, messages, scope=scope)
         if previous is not None and isinstance(previous[1], _Joined):
-            start, blob = previous[0], previous[1].blob
-        if blob is None:
-            blob = bytearray()
+            start, run = previous[0], previous[1].run
+        if run is None:
+            run = ByteRun()
         for i in range(start, len(keys)):
             made = piece(i)
-            if not made:  # a message with nothing to send on this wire
-                continue
-            if blob:
-                blob += b","
-            blob += made
-        self.remember(keys, messages, _Joined(blob), scope=scope)
-        return [blob] if blob else []
+            if made:  # (a message may have nothing to send on this wire)
+                run.add(made)
+        self.remember(keys, messages, _Joined(run), scope=scope)
+        return run.parts()
 
     def prune(self, live: Sequence[int | None]) -> None:
         """Drop pieces of nodes that are no longer in requests, when many piled up."""
