@@ -83,7 +83,14 @@ from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cache._api import Segment, chain_segments, openai_sources
 from tapelog.cli._demo import _run_demo
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire, ResponsesWire
+from tapelog.llm._api import (
+    AbortHandle,
+    AnthropicWire,
+    BodyCache,
+    OpenAIWire,
+    ResponsesWire,
+    WireBody,
+)
 from tapelog.llm._types import normalise_usage
 from tapelog.log import decode
 from tapelog.log._api import (
@@ -209,7 +216,7 @@ class InstantClient:
         self.called: list[float] = []  # when each request reached the edge
 
     async def stream(
-        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | WireBody | None = None
     ) -> AsyncIterator[FrozenDict]:
         self.called.append(time.perf_counter())
         self.requests.append(request)

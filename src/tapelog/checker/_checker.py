@@ -13,11 +13,12 @@ wire format chosen from the rebuilt config alone (``wire_for``). Each check
 folds the events logged since the last one and encodes only the messages that
 are new, so a check costs what is new, not the session's length
 (``bench/bench_loop.py`` measures it). That is what lets it be on by default.
-The body comes as the wire's parts (:class:`tapelog.llm.WireBody`) and is
-compared with the shadow's parts the same way: a pair of parts both sides had
-at the same place when the last check found them equal is skipped when they
-are the same objects again (immutable bytes: the same object is the same
-bytes), every other part is compared by content (:class:`_PartsSeen`).
+The body comes as the wire's parts (a ``WireBody``) and is compared with the
+shadow's parts pair by pair (:func:`compare_parts`): once a part is found
+equal, the shadow's cache keeps the sent object in place of its own
+(``BodyCache.adopt``: the same bytes), so on later checks that pair is one
+object and is skipped without being read. A part the live side changed is a
+new object, compared by content; a check compares what is new.
 
 It also refuses a request the log does explain but no provider accepts: one
 holding an assistant message whose tool calls are not all answered before the
@@ -76,7 +77,6 @@ class RequestChecker:
         self._last_sent: list[Any] = []
         self._last_history: History | None = None
         self._last_prefix: Sequence[Any] = ()
-        self._parts = _PartsSeen()
         self.compared_bytes = 0
         """How many body bytes the last check compared by content (the rest it
         knew equal: parts verified on an earlier check, the same objects again)."""
@@ -153,12 +153,12 @@ class RequestChecker:
     ) -> int | None:
         """The first message that differs, comparing only what the last check did not.
 
-        The live messages the last check found equal are compared with that
-        check's list (C-level list equality: an identity test for objects that
-        did not change); on the shadow's side its own history proves it
-        (:meth:`History.extends`: the same lists, only appended to). Where
-        both hold, those messages are still equal; the rest are compared by
-        their canonical bytes.
+        The live messages the last check found equal are compared with the
+        checker's own list of them (:func:`_leads`: C-level list equality, an
+        identity test for objects that did not change); on the shadow's side
+        its own history proves it (:meth:`History.extends`: the same lists,
+        only appended to). Where both hold, those messages are still equal;
+        the rest are compared by their canonical bytes.
         """
         k = self._verified
         prefix = rebuilt.header.prefix
@@ -169,12 +169,14 @@ class RequestChecker:
             and history.extends(self._last_history)
             and prefix == self._last_prefix
             and len(sent) >= k
-            and sent[:k] == self._last_sent
+            and _leads(self._last_sent, k, sent)
         ):
             k = 0
         index = first_message_difference(rebuilt.messages, sent, k)
         if index is None and history is not None:
-            self._verified, self._last_sent = len(sent), sent
+            if not k:  # (else _leads made the list the sent one already)
+                self._last_sent = list(sent)
+            self._verified = len(sent)
             self._last_history, self._last_prefix = history, prefix
         elif index is None:
             self._verified = 0  # a one-shot: the next loop check starts over
@@ -222,17 +224,34 @@ class RequestChecker:
         same_header = rebuilt.header.canonical_bytes() == request.header.canonical_bytes()
         same_seqs = request.node_seqs == rebuilt.node_seqs
         sent = body.parts if isinstance(body, WireBody) else (body,)
-        # Only a loop check's parts are remembered: a one-shot's are its own.
-        seen = self._parts if history is not None else _PartsSeen()
-        same = seen.same(sent, parts)
-        self.compared_bytes = seen.compared
+        same, self.compared_bytes, equal = compare_parts(sent, parts)
         if index is None and same_header and same_seqs and same:
+            # The shadow keeps the sent objects for the parts it just found equal
+            # (the same bytes: its next bodies are unchanged), so next time those
+            # pairs are one object and are skipped; and it holds no copy of its own.
+            cache.adopt(equal)
             return
-        self._parts = _PartsSeen()  # nothing is vouched for after a refusal
         expected_body = b"".join(parts)
         problems = differences(rebuilt, request, expected_body, bytes(body), message_index=index)
         if problems:
             raise mismatch_error(request, problems)
+
+
+def _leads(own: list[Any], k: int, sent: list[Any]) -> bool:
+    """Whether ``own[:k]`` leads ``sent`` item for item (the same objects, or
+    equal); if so ``own`` is made ``sent``'s items, else left as ``own[:k]``.
+
+    ``sent[:k] == own[:k]`` would copy both prefixes, taking a reference to
+    every old message: a touch of each object, the cost of a long history.
+    Extending ``own`` by the new items only and comparing two lists of one
+    length reads the two pointer arrays and never an object that did not change.
+    """
+    del own[k:]
+    own.extend(sent[k:])
+    if own == sent:
+        return True
+    del own[k:]
+    return False
 
 
 def _what(request: LlmRequest) -> str:
@@ -241,44 +260,22 @@ def _what(request: LlmRequest) -> str:
     return f"{kind} anchored at seq {anchor}"
 
 
-class _PartsSeen:
-    """The part pairs (sent, shadow) the last loop check found equal, by place.
+def compare_parts(
+    sent: Sequence[bytes], shadow: Sequence[bytes]
+) -> tuple[bool, int, dict[int, bytes]]:
+    """Whether two part lists are the same bytes; the bytes compared by content;
+    and, when they are, the shadow's parts that were not the sent objects, by
+    ``id``, mapped to their sent equals (what the shadow may adopt).
 
-    A body is the concatenation of its parts on both sides. When both sides
-    cut it the same way (the same wire code on both: the usual case), the
-    bodies are equal exactly when every pair of parts at the same place is
-    equal, and a pair that is the same two objects as a pair found equal
-    before is equal still: every part is ``bytes``, immutable. So a check
-    compares by content only the pairs that are new (new messages, the header
-    members, a freshly sealed history segment) and skips the rest at the cost
-    of two identity tests. Anything else (another cut, a part that is not
-    ``bytes``) is compared in full, whatever was seen.
+    When both sides cut the body the same way (the same wire code: the usual
+    case) the parts are compared pair by pair at C speed: a pair that is one
+    object is one ``bytes`` (immutable), so it is skipped without reading it,
+    every other pair is compared by content. Any other cut is compared in full.
     """
-
-    def __init__(self) -> None:
-        self._pairs: list[tuple[bytes, bytes]] = []
-        self.compared = 0  # bytes compared by content by the last call
-
-    def same(self, sent: Sequence[bytes], shadow: Sequence[bytes]) -> bool:
-        """Whether the two part lists are the same bytes; remembers them if so."""
-        self.compared = 0
-        pairs = self._pairs
-        known = len(pairs)
-        if len(sent) == len(shadow):
-            compared = 0
-            for i, (a, b) in enumerate(zip(sent, shadow, strict=True)):
-                if i < known and pairs[i][0] is a and pairs[i][1] is b:
-                    continue
-                if type(a) is not bytes or type(b) is not bytes or a != b:
-                    break
-                compared += len(a)
-            else:
-                self.compared = compared
-                self._pairs = list(zip(sent, shadow, strict=True))
-                return True
-        self._pairs = []
-        self.compared = sum(map(len, shadow))
-        return same_bytes(b"".join(sent), shadow)
+    if len(sent) == len(shadow) and tuple(sent) == tuple(shadow):
+        new = [(a, b) for a, b in zip(sent, shadow, strict=True) if a is not b]
+        return True, sum(len(a) for a, _ in new), {id(b): a for a, b in new}
+    return same_bytes(b"".join(sent), shadow), sum(map(len, shadow)), {}
 
 
 def same_bytes(body: bytes, parts: Sequence[bytes]) -> bool:

@@ -188,6 +188,15 @@ class ByteRun:
         """The items so far, as parts (a new list: later adds leave it alone)."""
         return [*self._sealed, *self._open]
 
+    def adopt(self, equal: Mapping[int, bytes]) -> None:
+        """Hold ``equal[id(part)]`` in place of each part it names: an object
+        with the same bytes (the checker's shadow keeps the sent parts it found
+        equal, so it holds no copy of its own and the next comparison skips them)."""
+        if equal:
+            get = equal.get
+            self._sealed = [get(id(part), part) for part in self._sealed]
+            self._open = [get(id(part), part) for part in self._open]
+
 
 def object_parts(members: Iterable[tuple[str, bytes | Parts]]) -> Parts:
     """The parts of a JSON object whose member values are encoded already; a
@@ -261,7 +270,7 @@ def _anonymous(
 class _Joined:
     """The bytes of a run's messages (the OpenAI and Responses wires' run state)."""
 
-    run: ByteRun
+    blob: ByteRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,7 +425,7 @@ class BodyCache:
         start, run = 0, None
         previous = self.previous(keys, messages, scope=scope)
         if previous is not None and isinstance(previous[1], _Joined):
-            start, run = previous[0], previous[1].run
+            start, run = previous[0], previous[1].blob
         if run is None:
             run = ByteRun()
         for i in range(start, len(keys)):
@@ -425,6 +434,13 @@ class BodyCache:
                 run.add(made)
         self.remember(keys, messages, _Joined(run), scope=scope)
         return run.parts()
+
+    def adopt(self, equal: Mapping[int, bytes]) -> None:
+        """Let the run state's :class:`ByteRun` (a wire keeps it as ``blob``)
+        hold the given equal objects in place of its parts (:meth:`ByteRun.adopt`)."""
+        blob = getattr(self._run.state, "blob", None) if self._run is not None else None
+        if isinstance(blob, ByteRun):
+            blob.adopt(equal)
 
     def prune(self, live: Sequence[int | None]) -> None:
         """Drop pieces of nodes that are no longer in requests, when many piled up."""
