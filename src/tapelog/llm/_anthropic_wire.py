@@ -245,7 +245,7 @@ def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[byte
     seqs = node_seq_list(messages, request.node_seqs)
     cache.bind(_CACHE_KEY)
     keys = tuple(seqs)
-    previous = cache.previous(keys, messages, scope=request.session_id)
+    previous = cache.previous(keys, messages, scope=request.session_id, history=request.history)
     stable = _nothing_stable()
     if previous is not None and isinstance(previous[1], _Stable):
         stable = previous[1]
@@ -274,7 +274,7 @@ def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[byte
         role=groups[keep - 1][0] if keep else stable.role,
         blob=blob,
     )
-    cache.remember(keys, messages, kept, scope=request.session_id)
+    cache.remember(keys, messages, kept, scope=request.session_id, history=request.history)
     # Only the messages from the first unkept group on are grouped again next
     # time; the kept groups' bytes are in the run state.
     cache.prune(seqs if request.session_id is None else seqs[kept.start :])

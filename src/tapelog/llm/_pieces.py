@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from tapelog.log import encode
+from tapelog.log._api import History
 
 __all__ = [
     "CHUNK_BYTES",
@@ -281,6 +282,8 @@ class _Run:
     keys: tuple[int | None, ...]
     anonymous: tuple[tuple[int, Mapping[str, Any]], ...]
     state: object
+    history: History | None = None  # the request's history view, if it had one
+    lead: int = 0  # len(keys) - len(history): where the history's seqs sit in keys
 
 
 class BodyCache:
@@ -361,6 +364,7 @@ class BodyCache:
         messages: Sequence[Mapping[str, Any]],
         *,
         scope: str | None,
+        history: History | None = None,
     ) -> tuple[int, object] | None:
         """``(n, state)``: what :meth:`remember` kept of the previous request, if
         its ``n`` messages lead this one's; else ``None``.
@@ -368,18 +372,25 @@ class BodyCache:
         The match is exact: within one session (``scope``, the session id) a
         node seq names one immutable event and any replace puts a new seq in
         the list; the few seq-less messages (the header's prefix) are compared
-        by value. Without a scope nothing matches.
+        by value. Without a scope nothing matches. ``history`` is the request's
+        ``LlmRequest.history``: when both requests have one at the same place in
+        ``keys`` and this one :meth:`History.extends` the other (the same
+        append-only lists), their seqs agree without comparing them one by one
+        (which would touch every seq of a long history, every step).
         """
         run = self._run
         self._matched = None
-        if (
-            scope is None
-            or run is None
-            or run.scope != scope
-            or len(run.keys) > len(keys)
-            or keys[: len(run.keys)] != run.keys
-            or not all(messages[i] is m or messages[i] == m for i, m in run.anonymous)
-        ):
+        if scope is None or run is None or run.scope != scope or len(run.keys) > len(keys):
+            return None
+        extends = (
+            history is not None
+            and run.history is not None
+            and len(keys) - len(history) == run.lead
+            and history.extends(run.history)
+        )
+        if not extends and keys[: len(run.keys)] != run.keys:
+            return None
+        if not all(messages[i] is m or messages[i] == m for i, m in run.anonymous):
             return None
         self._matched = run
         return len(run.keys), run.state
@@ -391,8 +402,10 @@ class BodyCache:
         state: object,
         *,
         scope: str | None,
+        history: History | None = None,
     ) -> None:
-        """Keep ``state`` (the wire's own) for the next request of this session.
+        """Keep ``state`` (the wire's own) for the next request of this session
+        (``history``: as for :meth:`previous`).
 
         When :meth:`previous` just matched the run this request extends, only
         the new keys are searched for seq-less messages.
@@ -402,7 +415,8 @@ class BodyCache:
             anonymous = _anonymous(keys, messages, len(matched.keys), matched.anonymous)
         else:
             anonymous = _anonymous(keys, messages)
-        self._run = _Run(scope=scope, keys=keys, anonymous=anonymous, state=state)
+        lead = len(keys) - len(history) if history is not None else 0
+        self._run = _Run(scope, keys, anonymous, state, history, lead)
 
     def joined(
         self,
@@ -411,9 +425,11 @@ class BodyCache:
         piece: Callable[[int], bytes],
         *,
         scope: str | None,
+        history: History | None = None,
     ) -> Parts:
         """The bytes of every message with ``b","`` between them (as parts),
-        reusing what the previous call kept for the leading run of messages.
+        reusing what the previous call kept for the leading run of messages
+        (``history``: the request's, see :meth:`previous`).
 
         A step usually appends to the history, so the parts of the history up
         to the previous request are reused (see :meth:`previous`) and only the
@@ -423,7 +439,7 @@ class BodyCache:
         """
         keys = tuple(seqs)
         start, run = 0, None
-        previous = self.previous(keys, messages, scope=scope)
+        previous = self.previous(keys, messages, scope=scope, history=history)
         if previous is not None and isinstance(previous[1], _Joined):
             start, run = previous[0], previous[1].blob
         if run is None:
@@ -432,7 +448,7 @@ class BodyCache:
             made = piece(i)
             if made:  # (a message may have nothing to send on this wire)
                 run.add(made)
-        self.remember(keys, messages, _Joined(run), scope=scope)
+        self.remember(keys, messages, _Joined(run), scope=scope, history=history)
         return run.parts()
 
     def adopt(self, equal: Mapping[int, bytes]) -> None:

@@ -207,7 +207,9 @@ class ResponsesWire:
             def piece(i: int) -> bytes:
                 return cache.piece(seqs[i], messages[i], lambda: make(i))
 
-            history = cache.joined(seqs, messages, piece, scope=request.session_id)
+            history = cache.joined(
+                seqs, messages, piece, scope=request.session_id, history=request.history
+            )
             cache.prune(seqs if request.session_id is None else ())
         items: Parts = [b"[", *history, b"]"]
         return object_parts((k, items if v is None else v) for k, v in members)
