@@ -205,32 +205,46 @@ def _wire(name: str) -> Wire:
 
 
 class InstantClient:
-    """A provider at the edge that answers every request at once from canned chunks."""
+    """A provider at the edge that answers every request at once from canned chunks.
 
-    def __init__(self, steps: int, wire: str) -> None:
+    It keeps each request's message count (``sizes``) and only the requests
+    named in ``keep`` (by index): a provider keeps nothing, and keeping every
+    request of a 5,000-step session would hold some fifty million list and
+    tuple slots (each request's messages and node seqs) that the
+    garbage collector walks on each full collection, a cost of the harness
+    that grows with the history and is no part of the loop's.
+    """
+
+    def __init__(self, steps: int, wire: str, keep: frozenset[int] = frozenset()) -> None:
         self.provider = _TARGETS[wire][0]
         self.wire: Wire = _wire(wire)
         self.cache = BodyCache()  # the Agent adopts it: one encode per surface node
         self.replies = [_canned(step, wire) for step in range(1, steps + STEPS_PER_TURN + 1)]
-        self.requests: list[LlmRequest] = []
+        self.keep = keep
+        self.requests: dict[int, LlmRequest] = {}  # the kept ones, by index
+        self.sizes: list[int] = []  # every request's message count
         self.called: list[float] = []  # when each request reached the edge
 
     async def stream(
         self, request: LlmRequest, *, abort: AbortHandle, body: bytes | WireBody | None = None
     ) -> AsyncIterator[FrozenDict]:
         self.called.append(time.perf_counter())
-        self.requests.append(request)
-        for chunk in self.replies[len(self.requests) - 1]:
+        index = len(self.sizes)
+        self.sizes.append(len(request.messages))
+        if index in self.keep:
+            self.requests[index] = request
+        for chunk in self.replies[index]:
             yield chunk
 
 
 async def _grow(
-    total_steps: int, wire: str, *, check: bool = False
+    total_steps: int, wire: str, *, check: bool = False, keep: frozenset[int] = frozenset()
 ) -> tuple[list[float], list[tuple[float, float, int]], InstantClient]:
-    """One session of ``total_steps`` steps: step start times and per-turn spans."""
+    """One session of ``total_steps`` steps: step start times and per-turn spans
+    (the requests of the steps in ``keep``, 0-based, are kept on the client)."""
     marks: list[float] = []
     turns: list[tuple[float, float, int]] = []
-    client = InstantClient(total_steps, wire)
+    client = InstantClient(total_steps, wire, keep)
 
     def pre_step(ctx: StepContext) -> None:
         marks.append(time.perf_counter())
@@ -280,7 +294,7 @@ async def _provider_cost(client: InstantClient, request: LlmRequest) -> float:
     """Iterating one canned stream with nobody logging it (the edge's own cost)."""
     best = float("inf")
     for _ in range(ENCODE_REPEATS):
-        client.requests.clear()
+        client.sizes.clear()
         started = time.perf_counter()
         async for _chunk in client.stream(request, abort=AbortHandle()):
             pass
@@ -290,7 +304,8 @@ async def _provider_cost(client: InstantClient, request: LlmRequest) -> float:
 
 def bench_loop(wire: str = "openai") -> dict[str, Any]:
     total = max(STEPS) + STEPS_PER_TURN * (WINDOW // 2 + 1)
-    runs = [asyncio.run(_grow(total, wire)) for _ in range(RUNS)]
+    keep = frozenset({0, *(n - 1 for n in STEPS)})
+    runs = [asyncio.run(_grow(total, wire, keep=keep)) for _ in range(RUNS)]
     out: dict[str, Any] = {"wire": wire, "runs": RUNS, "steps_per_turn": STEPS_PER_TURN}
     last_client = runs[-1][2]
     per_size: dict[str, Any] = {}
@@ -357,10 +372,10 @@ def bench_checker(wire: str = "openai") -> dict[str, Any]:
             for target in targets:
                 step = next(
                     i + 1
-                    for i, r in enumerate(client.requests)
-                    if len(r.messages) >= target and i % STEPS_PER_TURN == 0
+                    for i, size in enumerate(client.sizes)
+                    if size >= target and i % STEPS_PER_TURN == 0
                 )
-                messages[target] = len(client.requests[step - 1].messages)
+                messages[target] = client.sizes[step - 1]
                 took = _window_step(marks, turns, step)
                 best[check][target] = min(best[check].get(target, float("inf")), took)
     rows = {
