@@ -7,6 +7,7 @@ as immutable parts the next step reuses.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -18,9 +19,10 @@ from agent._harness import SECRET, WIRES, assert_bytes_rebuild
 from tapelog.agent import Agent, RetryPolicy, tool
 from tapelog.emulator import Emulator
 from tapelog.llm import make_client
-from tapelog.llm._api import WireBody
+from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, WireBody
 from tapelog.llm._pieces import CHUNK_BYTES, SEGMENT_BYTES, SEGMENT_PARTS, ByteRun
-from tapelog.log._api import LlmCallConfig, Session
+from tapelog.log._api import EpochHeader, LlmCallConfig, Session
+from tapelog.request import build_request
 
 # Parts around the chunk size, and many small ones: both groupings are exercised.
 _PART = st.one_of(
@@ -158,3 +160,47 @@ async def test_a_body_sent_as_parts_arrives_sized_byte_for_byte_on_one_connectio
         assert r.headers["content-length"] == str(len(r.body))
         assert "transfer-encoding" not in r.headers
     assert_bytes_rebuild(agent.session, emulator)
+
+
+# --- the history view: a cache matches by it, and is exact across replaces ------
+
+_OPS = st.lists(
+    st.tuples(st.sampled_from(["append", "append", "replace"]), st.integers(0, 50), st.text()),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_OPS, prefix=st.booleans())
+def test_cached_bodies_of_a_growing_and_replaced_history_are_the_straight_ones(
+    ops: list[tuple[str, int, str]], prefix: bool
+) -> None:
+    """Requests built from a session's history view (``LlmRequest.history``) as
+    it grows and as nodes are replaced: every wire's cached body is its straight
+    encoding, so matching by the view is exact, and a replace is seen."""
+    session = Session()
+    header = EpochHeader(
+        config=LlmCallConfig(provider="openai", model="m1"),
+        system="Be brief.",
+        prefix=[{"role": "user", "content": [{"type": "text", "text": "ctx"}]}] if prefix else (),
+    )
+    wires: list[Any] = [OpenAIWire(dialect="deepseek"), AnthropicWire(), ResponsesWire()]
+    caches = [BodyCache() for _ in wires]
+    for op, at, text in ops:
+        content = [{"type": "text", "text": text}]
+        nodes = [seq for seq, _ in session.history()]
+        if op == "replace" and nodes:
+            seq = nodes[at % len(nodes)]
+            surface_op: Any = {"op": "replace", "start": seq, "end": seq}
+        else:
+            surface_op = "append"
+        data = {"content": content, "source": {"kind": "user"}}
+        session.append("user/message", data, surface_op=surface_op)
+        request = build_request(
+            header=header, nodes=session.history(), session_id=session.id, boundary_seq=None
+        )
+        assert request.history is not None
+        assert replace(request).history is None  # only build_request's own requests carry one
+        for wire, cache in zip(wires, caches, strict=True):
+            assert wire.encode_body(request, cache=cache) == wire.encode_body(request)
