@@ -204,3 +204,28 @@ def test_cached_bodies_of_a_growing_and_replaced_history_are_the_straight_ones(
         assert replace(request).history is None  # only build_request's own requests carry one
         for wire, cache in zip(wires, caches, strict=True):
             assert wire.encode_body(request, cache=cache) == wire.encode_body(request)
+
+
+def test_a_run_adopts_equal_parts_and_keeps_its_bytes() -> None:
+    """What the checker's shadow does once it found parts equal: hold the sent
+    objects instead of its own, the newest sealed segments and the open parts."""
+    run = ByteRun()
+    item = b'{"n":"' + b"q" * 700 + b'"}'
+    for _ in range(300):
+        run.add(item)
+    before = run.parts()
+    copies = {id(p): bytes(bytearray(p)) for p in before}
+    run.adopt(copies)
+    after = run.parts()
+    assert b"".join(after) == b"".join(before)
+    assert all(a is copies[id(b)] for a, b in zip(after, before, strict=True))
+    for _ in range(300):  # new segments: only they (and the open parts) are named next
+        run.add(item)
+    grown = run.parts()
+    fresh = {id(p): bytes(bytearray(p)) for p in grown if not any(p is q for q in after)}
+    run.adopt(fresh)
+    assert b"".join(run.parts()) == b",".join([item] * 600)
+    old = [p for p in after if len(p) > 2 * len(item)]  # sealed before: adopted then
+    now = run.parts()
+    assert all(p is q for p, q in zip(now, old, strict=False))
+    assert all(any(p is v for v in fresh.values()) for p in now[len(old) :])

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from tapelog.log import encode
 from tapelog.log._api import History
@@ -96,10 +96,11 @@ class WireBody:
     __slots__ = ("_joined", "parts", "size")
 
     def __init__(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
-        self.parts: tuple[bytes, ...] = tuple(
-            part if type(part) is bytes else bytes(part) for part in parts
-        )
-        self.size = sum(map(len, self.parts))
+        given = tuple(parts)
+        if set(map(type, given)) - {bytes}:  # (C-level: a wire's parts are all bytes)
+            given = tuple(map(bytes, given))  # (bytes(b) is b itself for a bytes b)
+        self.parts = cast("tuple[bytes, ...]", given)
+        self.size = sum(map(len, given))
         self._joined: bytes | None = None
 
     def __len__(self) -> int:
@@ -193,10 +194,17 @@ class ByteRun:
         """Hold ``equal[id(part)]`` in place of each part it names: an object
         with the same bytes (the checker's shadow keeps the sent parts it found
         equal, so it holds no copy of its own and the next comparison skips them)."""
-        if equal:
-            get = equal.get
-            self._sealed = [get(id(part), part) for part in self._sealed]
-            self._open = [get(id(part), part) for part in self._open]
+        if not equal:
+            return
+        # Segments sealed before the last adoption were adopted then: only the
+        # newest, at the end, can be named (a check adopts every part it compared).
+        sealed = self._sealed
+        i = len(sealed)
+        while i and id(sealed[i - 1]) in equal:
+            i -= 1
+        sealed[i:] = [equal[id(part)] for part in sealed[i:]]
+        get = equal.get
+        self._open = [get(id(part), part) for part in self._open]
 
 
 def object_parts(members: Iterable[tuple[str, bytes | Parts]]) -> Parts:
