@@ -29,8 +29,9 @@ The output names it (``wire``); ``demo_cache`` is the demo's own workload either
   history. ``prepare_us`` is the part of the step before the request reaches
   the edge (prefix, snapshot, ``step/start``, header, build, freeze, encode);
   ``cached_assembly_us`` is ``encode_body`` of the same request when every
-  node's piece is already in a ``BodyCache`` (the encode share of a step: it
-  still visits each node once and joins the pieces, so it grows with history).
+  node's piece is already in a ``BodyCache`` (a fresh run: it still visits
+  each node once and joins the pieces into one ``bytes``, so it grows with
+  history; the loop itself reuses the last step's run and joins nothing).
   ``turn_avg_step_us`` smooths one-step noise: the wall time of the
   ``WINDOW`` turns around step N divided by their steps (turn start and end
   included). ``flatness_1000_over_10`` is the ratio of those per-step times
@@ -42,8 +43,12 @@ The output names it (``wire``); ``demo_cache`` is the demo's own workload either
   ``CHECK_RUNS`` runs each), and the per-step time (the ``WINDOW`` turns around
   the first step of a turn with at least 100, 1,000 and 10,000 messages) is
   reported for both, with ``on_over_off`` (the checker's share) and the
-  flatness of each from 100 to 10,000 messages (what grows is the one copy of
-  the body, 2.3 MB at 10,000 messages here, and the checker's comparison of it).
+  flatness of each from 100 to 10,000 messages. The body (2.3 MB at 10,000
+  messages here, 6 MB on the Responses wire) is never joined: the loop hands
+  the edge its parts (``WireBody``), and the checker compares only the parts
+  it has not verified before. What still grows is a few C-level copies of the
+  history's lists (the request's messages and node seqs, for the loop and for
+  the checker's rebuild) and the memory effects of a larger heap.
 
 ``demo_cache``: cached-token efficiency on the ``tapelog demo`` workload. The
   demo's own session (``tapelog.cli._demo``: its SCRIPT, PROMPTS, the
@@ -83,7 +88,14 @@ from tapelog.audit import encode_request, rebuild_requests
 from tapelog.cache._api import Segment, chain_segments, openai_sources
 from tapelog.cli._demo import _run_demo
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import AbortHandle, AnthropicWire, BodyCache, OpenAIWire, ResponsesWire
+from tapelog.llm._api import (
+    AbortHandle,
+    AnthropicWire,
+    BodyCache,
+    OpenAIWire,
+    ResponsesWire,
+    WireBody,
+)
 from tapelog.llm._types import normalise_usage
 from tapelog.log import decode
 from tapelog.log._api import (
@@ -198,32 +210,46 @@ def _wire(name: str) -> Wire:
 
 
 class InstantClient:
-    """A provider at the edge that answers every request at once from canned chunks."""
+    """A provider at the edge that answers every request at once from canned chunks.
 
-    def __init__(self, steps: int, wire: str) -> None:
+    It keeps each request's message count (``sizes``) and only the requests
+    named in ``keep`` (by index): a provider keeps nothing, and keeping every
+    request of a 5,000-step session would hold some fifty million list and
+    tuple slots (each request's messages and node seqs) that the
+    garbage collector walks on each full collection, a cost of the harness
+    that grows with the history and is no part of the loop's.
+    """
+
+    def __init__(self, steps: int, wire: str, keep: frozenset[int] = frozenset()) -> None:
         self.provider = _TARGETS[wire][0]
         self.wire: Wire = _wire(wire)
         self.cache = BodyCache()  # the Agent adopts it: one encode per surface node
         self.replies = [_canned(step, wire) for step in range(1, steps + STEPS_PER_TURN + 1)]
-        self.requests: list[LlmRequest] = []
+        self.keep = keep
+        self.requests: dict[int, LlmRequest] = {}  # the kept ones, by index
+        self.sizes: list[int] = []  # every request's message count
         self.called: list[float] = []  # when each request reached the edge
 
     async def stream(
-        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | WireBody | None = None
     ) -> AsyncIterator[FrozenDict]:
         self.called.append(time.perf_counter())
-        self.requests.append(request)
-        for chunk in self.replies[len(self.requests) - 1]:
+        index = len(self.sizes)
+        self.sizes.append(len(request.messages))
+        if index in self.keep:
+            self.requests[index] = request
+        for chunk in self.replies[index]:
             yield chunk
 
 
 async def _grow(
-    total_steps: int, wire: str, *, check: bool = False
+    total_steps: int, wire: str, *, check: bool = False, keep: frozenset[int] = frozenset()
 ) -> tuple[list[float], list[tuple[float, float, int]], InstantClient]:
-    """One session of ``total_steps`` steps: step start times and per-turn spans."""
+    """One session of ``total_steps`` steps: step start times and per-turn spans
+    (the requests of the steps in ``keep``, 0-based, are kept on the client)."""
     marks: list[float] = []
     turns: list[tuple[float, float, int]] = []
-    client = InstantClient(total_steps, wire)
+    client = InstantClient(total_steps, wire, keep)
 
     def pre_step(ctx: StepContext) -> None:
         marks.append(time.perf_counter())
@@ -273,7 +299,7 @@ async def _provider_cost(client: InstantClient, request: LlmRequest) -> float:
     """Iterating one canned stream with nobody logging it (the edge's own cost)."""
     best = float("inf")
     for _ in range(ENCODE_REPEATS):
-        client.requests.clear()
+        client.sizes.clear()
         started = time.perf_counter()
         async for _chunk in client.stream(request, abort=AbortHandle()):
             pass
@@ -283,7 +309,8 @@ async def _provider_cost(client: InstantClient, request: LlmRequest) -> float:
 
 def bench_loop(wire: str = "openai") -> dict[str, Any]:
     total = max(STEPS) + STEPS_PER_TURN * (WINDOW // 2 + 1)
-    runs = [asyncio.run(_grow(total, wire)) for _ in range(RUNS)]
+    keep = frozenset({0, *(n - 1 for n in STEPS)})
+    runs = [asyncio.run(_grow(total, wire, keep=keep)) for _ in range(RUNS)]
     out: dict[str, Any] = {"wire": wire, "runs": RUNS, "steps_per_turn": STEPS_PER_TURN}
     last_client = runs[-1][2]
     per_size: dict[str, Any] = {}
@@ -350,10 +377,10 @@ def bench_checker(wire: str = "openai") -> dict[str, Any]:
             for target in targets:
                 step = next(
                     i + 1
-                    for i, r in enumerate(client.requests)
-                    if len(r.messages) >= target and i % STEPS_PER_TURN == 0
+                    for i, size in enumerate(client.sizes)
+                    if size >= target and i % STEPS_PER_TURN == 0
                 )
-                messages[target] = len(client.requests[step - 1].messages)
+                messages[target] = client.sizes[step - 1]
                 took = _window_step(marks, turns, step)
                 best[check][target] = min(best[check].get(target, float("inf")), took)
     rows = {

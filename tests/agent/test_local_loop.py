@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from tapelog.agent import Agent
 from tapelog.audit import encode_request, rebuild_requests
 from tapelog.llm import LlmRequest, make_client
-from tapelog.llm._api import AbortHandle, WireFormat
+from tapelog.llm._api import AbortHandle, WireBody, WireFormat
 from tapelog.llm._local import LocalClient
 from tapelog.log import decode
 from tapelog.log._api import FrozenDict, LlmCallConfig, Session
@@ -34,10 +34,10 @@ class RecordingClient:
         return self.inner.wire
 
     async def stream(
-        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | WireBody | None = None
     ) -> AsyncIterator[FrozenDict]:
         assert body is not None, "the loop always passes the bytes it checked"
-        self.sent.append(body)
+        self.sent.append(bytes(body))
         async for chunk in self.inner.stream(request, abort=abort, body=body):
             yield chunk
 

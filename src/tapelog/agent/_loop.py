@@ -61,7 +61,7 @@ from tapelog.agent._turn import (
 from tapelog.agent._upkeep import ContextUpkeep
 from tapelog.checker._api import RequestChecker, check_enabled
 from tapelog.llm import LlmRequest, ProviderClient
-from tapelog.llm._api import AbortHandle, BodyCache, client_wire
+from tapelog.llm._api import AbortHandle, BodyCache, WireBody, client_wire, encode_wire_body
 from tapelog.log._api import (
     EpochHeader,
     Event,
@@ -401,8 +401,9 @@ class Agent(StoredSessionOwner, ContextUpkeep):
             self._checker = RequestChecker(self.session)
         return self._checker
 
-    async def _prepare(self, turn: int, step: int) -> tuple[LlmRequest, bytes]:
-        """Everything up to the send; the request and its bytes.
+    async def _prepare(self, turn: int, step: int) -> tuple[LlmRequest, WireBody]:
+        """Everything up to the send; the request and its body (the wire's parts,
+        never joined here: the edge streams them).
 
         Anything that fails after ``step/start`` ends the step as not sent.
         """
@@ -431,7 +432,7 @@ class Agent(StoredSessionOwner, ContextUpkeep):
             request = build_request(
                 header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
             )
-            body = wire.encode_body(request, cache=self._body_cache)
+            body = encode_wire_body(wire, request, cache=self._body_cache)
             self._config_explicit = False
             if shaped is not config:  # the next seed is the config before output shaping
                 self._config, self._config_explicit = config, True

@@ -17,7 +17,7 @@ from typing import Any
 from tapelog._errors import Aborted, ProviderError
 from tapelog.agent._retry import RetryPolicy
 from tapelog.llm import LlmRequest, ProviderClient
-from tapelog.llm._api import AbortHandle, assemble_message
+from tapelog.llm._api import AbortHandle, WireBody, assemble_message
 from tapelog.log._api import Event, FrozenDict, LlmCallConfig, Session, freeze
 
 __all__ = ["ReplySources", "StepRef", "log_attempt_error", "log_reply", "send_with_retries"]
@@ -56,7 +56,7 @@ async def send_with_retries(
     where: StepRef,
     client: ProviderClient,
     request: LlmRequest,
-    body: bytes,
+    body: bytes | WireBody,
     handle: AbortHandle,
     retry: RetryPolicy,
     sleep: Callable[[float], Awaitable[None]],

@@ -13,6 +13,12 @@ wire format chosen from the rebuilt config alone (``wire_for``). Each check
 folds the events logged since the last one and encodes only the messages that
 are new, so a check costs what is new, not the session's length
 (``bench/bench_loop.py`` measures it). That is what lets it be on by default.
+The body comes as the wire's parts (a ``WireBody``) and is compared with the
+shadow's parts pair by pair (:func:`compare_parts`): once a part is found
+equal, the shadow's cache keeps the sent object in place of its own
+(``BodyCache.adopt``: the same bytes), so on later checks that pair is one
+object and is skipped without being read. A part the live side changed is a
+new object, compared by content; a check compares what is new.
 
 It also refuses a request the log does explain but no provider accepts: one
 holding an assistant message whose tool calls are not all answered before the
@@ -27,11 +33,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from tapelog._errors import ReconstructionError
 from tapelog.checker._compare import differences, first_message_difference, mismatch_error
-from tapelog.llm._api import BodyCache, WireFormat, wire_for
+from tapelog.llm._api import BodyCache, WireBody, WireFormat, wire_for
 from tapelog.log._api import Event, History, LogFold, Session, unanswered_tool_calls
 from tapelog.request import LlmRequest, build_request, summary_request
 from tapelog.request._api import StepFold, compaction_inputs, rebuild_request_at
@@ -71,6 +79,9 @@ class RequestChecker:
         self._last_sent: list[Any] = []
         self._last_history: History | None = None
         self._last_prefix: Sequence[Any] = ()
+        self.compared_bytes = 0
+        """How many body bytes the last check compared by content (the rest it
+        knew equal: parts verified on an earlier check, the same objects again)."""
 
     def _catch_up(self, upto: int) -> None:
         events = self._session.events
@@ -144,12 +155,12 @@ class RequestChecker:
     ) -> int | None:
         """The first message that differs, comparing only what the last check did not.
 
-        The live messages the last check found equal are compared with that
-        check's list (C-level list equality: an identity test for objects that
-        did not change); on the shadow's side its own history proves it
-        (:meth:`History.extends`: the same lists, only appended to). Where
-        both hold, those messages are still equal; the rest are compared by
-        their canonical bytes.
+        The live messages the last check found equal are compared with the
+        checker's own list of them (:func:`_leads`: C-level list equality, an
+        identity test for objects that did not change); on the shadow's side
+        its own history proves it (:meth:`History.extends`: the same lists,
+        only appended to). Where both hold, those messages are still equal;
+        the rest are compared by their canonical bytes.
         """
         k = self._verified
         prefix = rebuilt.header.prefix
@@ -160,12 +171,14 @@ class RequestChecker:
             and history.extends(self._last_history)
             and prefix == self._last_prefix
             and len(sent) >= k
-            and sent[:k] == self._last_sent
+            and _leads(self._last_sent, k, sent)
         ):
             k = 0
         index = first_message_difference(rebuilt.messages, sent, k)
         if index is None and history is not None:
-            self._verified, self._last_sent = len(sent), sent
+            if not k:  # (else _leads made the list the sent one already)
+                self._last_sent = list(sent)
+            self._verified = len(sent)
             self._last_history, self._last_prefix = history, prefix
         elif index is None:
             self._verified = 0  # a one-shot: the next loop check starts over
@@ -201,7 +214,7 @@ class RequestChecker:
                 "answered (`tapelog verify` says where)"
             )
 
-    def check(self, request: LlmRequest, body: bytes) -> None:
+    def check(self, request: LlmRequest, body: bytes | WireBody) -> None:
         """Raise :class:`ReconstructionError` unless the log explains ``request`` and
         ``body``, or the request holds tool calls without their results."""
         rebuilt, history = self._rebuild(request)
@@ -212,12 +225,35 @@ class RequestChecker:
         index = self._first_difference(rebuilt, request.messages, history)
         same_header = rebuilt.header.canonical_bytes() == request.header.canonical_bytes()
         same_seqs = request.node_seqs == rebuilt.node_seqs
-        if index is None and same_header and same_seqs and same_bytes(body, parts):
+        sent = body.parts if isinstance(body, WireBody) else (body,)
+        same, self.compared_bytes, equal = compare_parts(sent, parts)
+        if index is None and same_header and same_seqs and same:
+            # The shadow keeps the sent objects for the parts it just found equal
+            # (the same bytes: its next bodies are unchanged), so next time those
+            # pairs are one object and are skipped; and it holds no copy of its own.
+            cache.adopt(equal)
             return
         expected_body = b"".join(parts)
-        problems = differences(rebuilt, request, expected_body, body, message_index=index)
+        problems = differences(rebuilt, request, expected_body, bytes(body), message_index=index)
         if problems:
             raise mismatch_error(request, problems)
+
+
+def _leads(own: list[Any], k: int, sent: list[Any]) -> bool:
+    """Whether ``own[:k]`` leads ``sent`` item for item (the same objects, or
+    equal); if so ``own`` is made ``sent``'s items, else left as ``own[:k]``.
+
+    ``sent[:k] == own[:k]`` would copy both prefixes, taking a reference to
+    every old message: a touch of each object, the cost of a long history.
+    Extending ``own`` by the new items only and comparing two lists of one
+    length reads the two pointer arrays and never an object that did not change.
+    """
+    del own[k:]
+    own.extend(sent[k:])
+    if own == sent:
+        return True
+    del own[k:]
+    return False
 
 
 def _what(request: LlmRequest) -> str:
@@ -226,7 +262,26 @@ def _what(request: LlmRequest) -> str:
     return f"{kind} anchored at seq {anchor}"
 
 
-def same_bytes(body: bytes, parts: Sequence[bytes | bytearray]) -> bool:
+def compare_parts(
+    sent: Sequence[bytes], shadow: Sequence[bytes]
+) -> tuple[bool, int, dict[int, bytes]]:
+    """Whether two part lists are the same bytes; the bytes compared by content;
+    and, when they are, the shadow's parts that were not the sent objects, by
+    ``id``, mapped to their sent equals (what the shadow may adopt).
+
+    When both sides cut the body the same way (the same wire code: the usual
+    case) the parts are compared pair by pair at C speed: a pair that is one
+    object is one ``bytes`` (immutable), so it is skipped without reading it,
+    every other pair is compared by content. Any other cut is compared in full.
+    """
+    if len(sent) == len(shadow) and tuple(sent) == tuple(shadow):
+        # The pairs that are two objects, picked at C speed (most are one object).
+        new = list(compress(zip(sent, shadow, strict=True), map(is_not, sent, shadow)))
+        return True, sum(len(a) for a, _ in new), {id(b): a for a, b in new}
+    return same_bytes(b"".join(sent), shadow), sum(map(len, shadow)), {}
+
+
+def same_bytes(body: bytes, parts: Sequence[bytes]) -> bool:
     """Whether ``body`` is the concatenation of ``parts``, without building it."""
     if len(body) != sum(map(len, parts)):
         return False

@@ -37,7 +37,14 @@ from tapelog.llm._anthropic_blocks import (
     merges,
     tool_body,
 )
-from tapelog.llm._pieces import BodyCache, Parts, json_array, node_seq_list, object_parts
+from tapelog.llm._pieces import (
+    BodyCache,
+    ByteRun,
+    Parts,
+    json_array,
+    node_seq_list,
+    object_parts,
+)
 from tapelog.llm._types import LlmRequest
 from tapelog.llm._wire_common import check_extras
 from tapelog.log import encode
@@ -200,7 +207,7 @@ class _Stable:
     start: int  # the message the first group after them starts at
     assistant: int  # the last assistant group among them (-1: none)
     role: str | None  # the role of the last of them
-    blob: bytearray  # their bytes, with b"," between them: extended in place
+    blob: ByteRun  # their bytes, with b"," between them: only ever added to
 
 
 def _own_markers(config: Any) -> bool:
@@ -218,7 +225,7 @@ def _as_string(role: str, blocks: Sequence[Block]) -> str | None:
 
 
 def _nothing_stable() -> _Stable:
-    return _Stable(groups=0, start=0, assistant=-1, role=None, blob=bytearray())
+    return _Stable(groups=0, start=0, assistant=-1, role=None, blob=ByteRun())
 
 
 def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[bytes]:
@@ -238,7 +245,7 @@ def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[byte
     seqs = node_seq_list(messages, request.node_seqs)
     cache.bind(_CACHE_KEY)
     keys = tuple(seqs)
-    previous = cache.previous(keys, messages, scope=request.session_id)
+    previous = cache.previous(keys, messages, scope=request.session_id, history=request.history)
     stable = _nothing_stable()
     if previous is not None and isinstance(previous[1], _Stable):
         stable = previous[1]
@@ -255,13 +262,11 @@ def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[byte
     pieces = _group_pieces(groups, base, marks)
     last = base + len(groups) - 1
     keep = max(base, min(last, assistant - 1) if assistant >= 1 else last) - base
-    # The stable bytes only ever grow within a session: extend them in place
-    # (this request extends the one they were made for), a copy of the new part only.
+    # The stable bytes only ever grow within a session: add to them (this
+    # request extends the one they were made for); earlier parts stay as they are.
     blob = stable.blob
     for piece in pieces[:keep]:
-        if blob:
-            blob += b","
-        blob += piece
+        blob.add(piece)
     kept = _Stable(
         groups=base + keep,
         start=firsts[keep] if groups else stable.start,
@@ -269,12 +274,11 @@ def _cached_parts(request: LlmRequest, cache: BodyCache, own: bool) -> list[byte
         role=groups[keep - 1][0] if keep else stable.role,
         blob=blob,
     )
-    cache.remember(keys, messages, kept, scope=request.session_id)
+    cache.remember(keys, messages, kept, scope=request.session_id, history=request.history)
     # Only the messages from the first unkept group on are grouped again next
     # time; the kept groups' bytes are in the run state.
     cache.prune(seqs if request.session_id is None else seqs[kept.start :])
-    parts: list[bytes | bytearray] = [blob] if blob else []
-    return _extend(parts, pieces[keep:])
+    return _extend(blob.parts(), pieces[keep:])
 
 
 def _grouped(

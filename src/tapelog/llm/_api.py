@@ -11,7 +11,7 @@ from tapelog.llm._http import resolve_api_key
 from tapelog.llm._in_process import register_in_process_transport
 from tapelog.llm._openai_stream import OpenAIStreamParser
 from tapelog.llm._openai_wire import OpenAIWire, empty_content, no_text
-from tapelog.llm._pieces import BodyCache
+from tapelog.llm._pieces import BodyCache, WireBody
 from tapelog.llm._provider_registry import (
     complete_config,
     default_model,
@@ -23,7 +23,13 @@ from tapelog.llm._responses_stream import ResponsesStreamParser
 from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._secret_guard import SecretGuard
 from tapelog.llm._sse import SseDecoder
-from tapelog.llm._types import AbortHandle, WireFormat, estimate_tokens, usage_prompt_tokens
+from tapelog.llm._types import (
+    AbortHandle,
+    WireFormat,
+    encode_wire_body,
+    estimate_tokens,
+    usage_prompt_tokens,
+)
 from tapelog.llm._wire_common import logged_target
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "ResponsesWire",
     "SecretGuard",
     "SseDecoder",
+    "WireBody",
     "WireFormat",
     "assemble_alternatives",
     "assemble_message",
@@ -45,6 +52,7 @@ __all__ = [
     "complete_config",
     "default_model",
     "empty_content",
+    "encode_wire_body",
     "estimate_tokens",
     "known_providers",
     "logged_target",

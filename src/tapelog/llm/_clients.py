@@ -3,7 +3,8 @@
 A client sends exactly ``wire.encode_body(request)`` -- the bytes the audit
 path rebuilds from the log -- and turns the Server-Sent Events that come back
 into neutral chunks. It holds its own :class:`BodyCache`, so a step encodes
-only the messages that are new since the last one.
+only the messages that are new since the last one, and sends the body as the
+parts the wire assembled (:class:`WireBody`), never joined on the way.
 
 The API key is read from the environment (or an injected mapping, for tests)
 at send time, put only into a request header, and registered as a secret, so
@@ -28,11 +29,11 @@ from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._http import read_api_key, resolve_api_key, stream_sse
 from tapelog.llm._openai_stream import OpenAIStreamParser
 from tapelog.llm._openai_wire import OpenAIWire
-from tapelog.llm._pieces import BodyCache
+from tapelog.llm._pieces import BodyCache, WireBody
 from tapelog.llm._responses_stream import ResponsesStreamParser
 from tapelog.llm._responses_wire import ResponsesWire
 from tapelog.llm._secret_guard import SecretGuard
-from tapelog.llm._types import AbortHandle, LlmRequest
+from tapelog.llm._types import AbortHandle, LlmRequest, encode_wire_body
 from tapelog.llm._wire_common import logged_target
 from tapelog.log._api import FrozenDict, has_secrets
 
@@ -103,7 +104,7 @@ class _SseClient:
         await self.http.aclose()
 
     async def stream(
-        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | WireBody | None = None
     ) -> AsyncIterator[FrozenDict]:
         """Send ``request`` and yield neutral chunks; ``finish`` comes last.
 
@@ -115,7 +116,7 @@ class _SseClient:
         env = self._environ()
         key = resolve_api_key(self.provider, self.api_key_env, env, required=self.key_required)
         if body is None:
-            body = self.wire.encode_body(request, cache=self.cache)
+            body = encode_wire_body(self.wire, request, cache=self.cache)
         parser = self._parser()
         url, headers = logged_target(request.header.config, self._url(), self._headers(key))
         guard = SecretGuard(active=has_secrets())

@@ -1,6 +1,7 @@
 """The HTTP edge shared by the streaming clients: send, map errors, read SSE.
 
-Both provider families POST the serializer's exact bytes and read Server-Sent
+Both provider families POST the serializer's exact bytes (a :class:`WireBody`
+goes out in chunks with its ``Content-Length``, never joined) and read Server-Sent
 Events back; what differs is the URL, the headers and how events become
 chunks. This module owns the part that is the same: an injected
 ``httpx.AsyncClient`` (so the emulator plugs in as an ASGI transport and tests
@@ -35,6 +36,7 @@ import httpx
 from httpx_sse import ServerSentEvent
 
 from tapelog._errors import Aborted, ContextOverflowError, JsonValueError, ProviderError
+from tapelog.llm._pieces import WireBody
 from tapelog.llm._sse import SseDecoder
 from tapelog.llm._types import AbortHandle
 from tapelog.log import decode, redact, register_secret
@@ -293,11 +295,15 @@ async def stream_sse(
     provider: str,
     url: str,
     headers: Mapping[str, str],
-    body: bytes,
+    body: bytes | WireBody,
     abort: AbortHandle,
     secret: str | None,
 ) -> AsyncGenerator[ServerSentEvent, None]:
     """POST ``body`` and yield its Server-Sent Events until the stream ends or aborts.
+
+    A :class:`WireBody` is sent as its chunks with an explicit ``Content-Length``
+    (:func:`_content`): the same bytes as the joined body, no chunked transfer
+    encoding, and no copy of the whole body on the way.
 
     Comments (``:`` lines) and unknown fields never reach the caller. On abort
     the iteration simply stops and the response is closed. When the caller
@@ -312,7 +318,8 @@ async def stream_sse(
     chunks: AsyncIterator[bytes] | None = None
     stopped = False  # the caller closed this generator at one of its events
     try:
-        request = http.build_request("POST", url, content=body, headers=dict(headers))
+        content, sized = _content(body, headers)
+        request = http.build_request("POST", url, content=content, headers=sized)
         try:
             response = await _race(http.send(request, stream=True), abort_task)
         except Aborted:
@@ -357,6 +364,28 @@ async def stream_sse(
         abort_task.cancel()
         if response is not None:
             await _release(response, chunks if stopped and not abort.aborted else None)
+
+
+def _content(
+    body: bytes | WireBody, headers: Mapping[str, str]
+) -> tuple[bytes | AsyncIterator[bytes], dict[str, str]]:
+    """What httpx sends for ``body``, and the headers to send it with.
+
+    httpx frames an async iterator with ``Transfer-Encoding: chunked`` unless
+    the request names its ``Content-Length``; naming it keeps the framing a
+    plain sized body, which every provider accepts (and h11 checks that
+    exactly that many bytes go out).
+    """
+    sized = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+    if isinstance(body, bytes):
+        return body, sized
+    sized["content-length"] = str(len(body))
+    return _chunks(body), sized
+
+
+async def _chunks(body: WireBody) -> AsyncIterator[bytes]:
+    for chunk in body.chunks():
+        yield chunk
 
 
 _DRAIN_BYTES: Final = 64 * 1024

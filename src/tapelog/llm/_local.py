@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from tapelog._errors import ContextOverflowError, ProviderError
 from tapelog.llm._openai_wire import OpenAIWire
+from tapelog.llm._pieces import WireBody
 from tapelog.llm._types import AbortHandle, LlmRequest, normalise_usage
 from tapelog.log import decode
 from tapelog.log._api import FrozenDict, freeze
@@ -405,7 +406,7 @@ class LocalClient:
         await asyncio.to_thread(model.reset)
 
     async def stream(
-        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | WireBody | None = None
     ) -> AsyncIterator[FrozenDict]:
         """Generate in a worker thread; yields text, usage and finish chunks.
 
@@ -415,7 +416,7 @@ class LocalClient:
         """
         if body is None:
             body = self.wire.encode_body(request)
-        job = _job_from_body(body, default_seed=self._settings.seed)
+        job = _job_from_body(bytes(body), default_seed=self._settings.seed)
         model = await asyncio.to_thread(_model_for, self._settings)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[FrozenDict | Exception | None] = asyncio.Queue()

@@ -207,7 +207,9 @@ class OpenAIWire:
             def piece(i: int) -> bytes:
                 return cache.piece(seqs[i], request.messages[i], lambda: make(i))
 
-            history = cache.joined(seqs, request.messages, piece, scope=request.session_id)
+            history = cache.joined(
+                seqs, request.messages, piece, scope=request.session_id, history=request.history
+            )
             # The joined bytes hold every node now; the next request of the
             # session only looks up its new ones (a replace re-encodes once).
             cache.prune(seqs if request.session_id is None else ())

@@ -18,19 +18,31 @@ once per history message. ``orjson.dumps`` returns bytes whose buffer is
 sized for the worst case, not the result (orjson 3.13: 4 KB for a 70-byte
 message, about 8x the length for a long string), and never shrinks it; a
 piece is stored as an exact-size copy of the same bytes (:func:`exact_size`).
+
+The body is never joined on the loop's way to the edge: a wire's parts become
+a :class:`WireBody` (immutable parts, sent in ~64 KB chunks), and the history a
+session keeps appending to is a :class:`ByteRun`, whose old parts are sealed
+segments the next step reuses as the same objects. A step then copies what is
+new, and the checker compares what is new (docs/architecture.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from tapelog.log import encode
+from tapelog.log._api import History
 
 __all__ = [
+    "CHUNK_BYTES",
+    "SEGMENT_BYTES",
+    "SEGMENT_PARTS",
     "BodyCache",
+    "ByteRun",
     "Parts",
+    "WireBody",
     "exact_size",
     "json_array",
     "json_object",
@@ -56,8 +68,143 @@ def json_array(items: Iterable[bytes]) -> bytes:
     return b"[" + b",".join(items) + b"]"
 
 
-Parts = list[bytes | bytearray]
+Parts = list[bytes]
 """Byte parts whose concatenation is a body (``b"".join(parts)``)."""
+
+CHUNK_BYTES: Final = 64 * 1024
+"""About how much of a body :meth:`WireBody.chunks` hands the socket at a time."""
+
+SEGMENT_BYTES: Final = 64 * 1024
+SEGMENT_PARTS: Final = 128
+"""A :class:`ByteRun` seals its open parts into one segment at this many bytes or parts."""
+
+
+class WireBody:
+    """An HTTP body as the immutable byte parts a wire assembled, in order.
+
+    The loop hands this to the edge instead of one joined ``bytes``: joining a
+    body copies all of it, every step, and a long session's body is megabytes.
+    The parts are the body (``bytes(body) == b"".join(body.parts)``); a client
+    streams them (:meth:`chunks`) with a ``Content-Length`` of ``len(body)``,
+    so the provider receives exactly those bytes. Code that needs one bytes
+    object (a local model, a recorder, a diff) calls ``bytes(body)``: joined
+    once, then kept. Every part is ``bytes`` (a mutable part is copied), so a
+    part seen twice as the same object holds the same bytes: the checker
+    skips what it verified before by identity.
+    """
+
+    __slots__ = ("_joined", "parts", "size")
+
+    def __init__(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
+        given = tuple(parts)
+        if set(map(type, given)) - {bytes}:  # (C-level: a wire's parts are all bytes)
+            given = tuple(map(bytes, given))  # (bytes(b) is b itself for a bytes b)
+        self.parts = cast("tuple[bytes, ...]", given)
+        self.size = sum(map(len, given))
+        self._joined: bytes | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        joined = self._joined
+        if joined is None:
+            parts = self.parts
+            joined = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._joined = joined
+        return joined
+
+    def __repr__(self) -> str:
+        return f"WireBody({len(self.parts)} parts, {self.size} bytes)"
+
+    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The body in pieces for a socket: runs of small parts joined until
+        they reach ``size`` bytes, a part of ``size`` or more as it is (no copy).
+        Each call starts again from the first byte (a retry resends the body)."""
+        group: list[bytes] = []
+        held = 0
+        for part in self.parts:
+            if not part:
+                continue
+            if len(part) >= size:
+                if group:
+                    yield b"".join(group)
+                    group, held = [], 0
+                yield part
+                continue
+            group.append(part)
+            held += len(part)
+            if held >= size:
+                yield b"".join(group)
+                group, held = [], 0
+        if group:
+            yield b"".join(group)
+
+
+class ByteRun:
+    """The inside of a JSON array that only grows: items with ``b","`` between
+    them, kept as immutable parts.
+
+    A wire's history bytes for one session: each step adds its new messages'
+    pieces and :meth:`parts` snapshots the whole, old parts first. Open parts
+    are sealed into one exact-size segment once they reach
+    :data:`SEGMENT_BYTES` or :data:`SEGMENT_PARTS` (an item of
+    :data:`SEGMENT_BYTES` or more is a segment alone, not copied), so a
+    snapshot is a few dozen parts for megabytes of history, and the segments
+    of earlier steps are the same objects in every later snapshot. Nothing
+    already added is ever changed: a snapshot taken earlier stays the bytes it was.
+    """
+
+    __slots__ = ("_open", "_open_bytes", "_sealed")
+
+    def __init__(self) -> None:
+        self._sealed: list[bytes] = []
+        self._open: list[bytes] = []
+        self._open_bytes = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._sealed or self._open)
+
+    def add(self, item: bytes) -> None:
+        """Append one array item (a comma goes before it unless it is the first)."""
+        if type(item) is not bytes:
+            item = bytes(item)
+        if self._sealed or self._open:
+            self._open.append(b",")
+        if len(item) >= SEGMENT_BYTES:
+            self._seal()
+            self._sealed.append(item)
+            return
+        self._open.append(item)
+        self._open_bytes += len(item)
+        if self._open_bytes >= SEGMENT_BYTES or len(self._open) >= SEGMENT_PARTS:
+            self._seal()
+
+    def _seal(self) -> None:
+        opened = self._open
+        if opened:
+            self._sealed.append(opened[0] if len(opened) == 1 else b"".join(opened))
+            self._open, self._open_bytes = [], 0
+
+    def parts(self) -> Parts:
+        """The items so far, as parts (a new list: later adds leave it alone)."""
+        return [*self._sealed, *self._open]
+
+    def adopt(self, equal: Mapping[int, bytes]) -> None:
+        """Hold ``equal[id(part)]`` in place of each part it names: an object
+        with the same bytes (the checker's shadow keeps the sent parts it found
+        equal, so it holds no copy of its own and the next comparison skips them)."""
+        if not equal:
+            return
+        # Segments sealed before the last adoption were adopted then: only the
+        # newest, at the end, can be named (a check adopts every part it compared).
+        sealed = self._sealed
+        i = len(sealed)
+        while i and id(sealed[i - 1]) in equal:
+            i -= 1
+        sealed[i:] = [equal[id(part)] for part in sealed[i:]]
+        get = equal.get
+        self._open = [get(id(part), part) for part in self._open]
 
 
 def object_parts(members: Iterable[tuple[str, bytes | Parts]]) -> Parts:
@@ -99,18 +246,21 @@ def exact_size(value: Any) -> Any:
     return value
 
 
-def node_seq_list(messages: Sequence[Any], node_seqs: Sequence[int | None]) -> list[int | None]:
+def node_seq_list(
+    messages: Sequence[Any], node_seqs: Sequence[int | None]
+) -> tuple[int | None, ...]:
     """The node seq of each message (``None`` for prefix messages or when unknown).
 
     ``LlmRequest.node_seqs`` is aligned with ``messages`` (``None`` for prefix
     messages); a tuple that only covers the history is aligned from the end.
     Anything else is ignored: the body is then encoded without the cache.
+    The request's own tuple is returned as it is (no copy of the history's seqs).
     """
     if len(node_seqs) == len(messages):
-        return list(node_seqs)
+        return tuple(node_seqs)
     if 0 < len(node_seqs) < len(messages):
-        return [None] * (len(messages) - len(node_seqs)) + list(node_seqs)
-    return [None] * len(messages)
+        return (None,) * (len(messages) - len(node_seqs)) + tuple(node_seqs)
+    return (None,) * len(messages)
 
 
 def _anonymous(
@@ -127,9 +277,9 @@ def _anonymous(
 
 @dataclass(frozen=True, slots=True)
 class _Joined:
-    """The joined bytes of a run's messages (the OpenAI wire's run state)."""
+    """The bytes of a run's messages (the OpenAI and Responses wires' run state)."""
 
-    blob: bytearray
+    blob: ByteRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +290,8 @@ class _Run:
     keys: tuple[int | None, ...]
     anonymous: tuple[tuple[int, Mapping[str, Any]], ...]
     state: object
+    history: History | None = None  # the request's history view, if it had one
+    lead: int = 0  # len(keys) - len(history): where the history's seqs sit in keys
 
 
 class BodyCache:
@@ -220,6 +372,7 @@ class BodyCache:
         messages: Sequence[Mapping[str, Any]],
         *,
         scope: str | None,
+        history: History | None = None,
     ) -> tuple[int, object] | None:
         """``(n, state)``: what :meth:`remember` kept of the previous request, if
         its ``n`` messages lead this one's; else ``None``.
@@ -227,18 +380,25 @@ class BodyCache:
         The match is exact: within one session (``scope``, the session id) a
         node seq names one immutable event and any replace puts a new seq in
         the list; the few seq-less messages (the header's prefix) are compared
-        by value. Without a scope nothing matches.
+        by value. Without a scope nothing matches. ``history`` is the request's
+        ``LlmRequest.history``: when both requests have one at the same place in
+        ``keys`` and this one :meth:`History.extends` the other (the same
+        append-only lists), their seqs agree without comparing them one by one
+        (which would touch every seq of a long history, every step).
         """
         run = self._run
         self._matched = None
-        if (
-            scope is None
-            or run is None
-            or run.scope != scope
-            or len(run.keys) > len(keys)
-            or keys[: len(run.keys)] != run.keys
-            or not all(messages[i] is m or messages[i] == m for i, m in run.anonymous)
-        ):
+        if scope is None or run is None or run.scope != scope or len(run.keys) > len(keys):
+            return None
+        extends = (
+            history is not None
+            and run.history is not None
+            and len(keys) - len(history) == run.lead
+            and history.extends(run.history)
+        )
+        if not extends and keys[: len(run.keys)] != run.keys:
+            return None
+        if not all(messages[i] is m or messages[i] == m for i, m in run.anonymous):
             return None
         self._matched = run
         return len(run.keys), run.state
@@ -250,8 +410,10 @@ class BodyCache:
         state: object,
         *,
         scope: str | None,
+        history: History | None = None,
     ) -> None:
-        """Keep ``state`` (the wire's own) for the next request of this session.
+        """Keep ``state`` (the wire's own) for the next request of this session
+        (``history``: as for :meth:`previous`).
 
         When :meth:`previous` just matched the run this request extends, only
         the new keys are searched for seq-less messages.
@@ -261,7 +423,8 @@ class BodyCache:
             anonymous = _anonymous(keys, messages, len(matched.keys), matched.anonymous)
         else:
             anonymous = _anonymous(keys, messages)
-        self._run = _Run(scope=scope, keys=keys, anonymous=anonymous, state=state)
+        lead = len(keys) - len(history) if history is not None else 0
+        self._run = _Run(scope, keys, anonymous, state, history, lead)
 
     def joined(
         self,
@@ -270,32 +433,38 @@ class BodyCache:
         piece: Callable[[int], bytes],
         *,
         scope: str | None,
-    ) -> list[bytes | bytearray]:
-        """The bytes of every message with ``b","`` between them, reusing what
-        the previous call joined for the leading run of messages.
+        history: History | None = None,
+    ) -> Parts:
+        """The bytes of every message with ``b","`` between them (as parts),
+        reusing what the previous call kept for the leading run of messages
+        (``history``: the request's, see :meth:`previous`).
 
-        A step usually appends to the history, so the bytes of the history up
+        A step usually appends to the history, so the parts of the history up
         to the previous request are reused (see :meth:`previous`) and only the
-        new messages are looked up and appended, in place: the per-step cost
-        is the new messages, not the history. The returned buffer is the
-        cache's own and grows on the next call: join it into the body at once.
+        new messages are looked up and added to the run (:class:`ByteRun`):
+        the per-step cost is the new messages, not the history. The parts are
+        immutable; the previous ones stay the same objects.
         """
         keys = tuple(seqs)
-        start, blob = 0, None
-        previous = self.previous(keys, messages, scope=scope)
+        start, run = 0, None
+        previous = self.previous(keys, messages, scope=scope, history=history)
         if previous is not None and isinstance(previous[1], _Joined):
-            start, blob = previous[0], previous[1].blob
-        if blob is None:
-            blob = bytearray()
+            start, run = previous[0], previous[1].blob
+        if run is None:
+            run = ByteRun()
         for i in range(start, len(keys)):
             made = piece(i)
-            if not made:  # a message with nothing to send on this wire
-                continue
-            if blob:
-                blob += b","
-            blob += made
-        self.remember(keys, messages, _Joined(blob), scope=scope)
-        return [blob] if blob else []
+            if made:  # (a message may have nothing to send on this wire)
+                run.add(made)
+        self.remember(keys, messages, _Joined(run), scope=scope, history=history)
+        return run.parts()
+
+    def adopt(self, equal: Mapping[int, bytes]) -> None:
+        """Let the run state's :class:`ByteRun` (a wire keeps it as ``blob``)
+        hold the given equal objects in place of its parts (:meth:`ByteRun.adopt`)."""
+        blob = getattr(self._run.state, "blob", None) if self._run is not None else None
+        if isinstance(blob, ByteRun):
+            blob.adopt(equal)
 
     def prune(self, live: Sequence[int | None]) -> None:
         """Drop pieces of nodes that are no longer in requests, when many piled up."""

@@ -135,10 +135,9 @@ class ResponsesWire:
     def _string_input(self, request: LlmRequest) -> str | None:
         """The input as the client's string, when ``input_string`` is on and the
         input is what a string stands for: one user message of one text block."""
-        messages = request.messages[self.held :]
-        if not self.input_string or len(messages) != 1:
+        if not self.input_string or len(request.messages) != self.held + 1:
             return None
-        message = messages[0]
+        message = request.messages[self.held]
         content = message.get("content")
         if (
             set(message) == {"role", "content"}
@@ -186,8 +185,10 @@ class ResponsesWire:
                 (k, [string] if v is None else v) for k, v in self._members(request)
             )
         held = self.held
-        messages = request.messages[held:]
-        seqs = node_seq_list(request.messages, request.node_seqs)[held:]
+        # (No copy of the history when the provider holds none of it: the usual case.)
+        messages = request.messages[held:] if held else request.messages
+        seqs = node_seq_list(request.messages, request.node_seqs)
+        seqs = seqs[held:] if held else seqs
 
         def make(i: int) -> bytes:
             # A message's items, comma-separated: the piece of its node (may be empty).
@@ -206,7 +207,9 @@ class ResponsesWire:
             def piece(i: int) -> bytes:
                 return cache.piece(seqs[i], messages[i], lambda: make(i))
 
-            history = cache.joined(seqs, messages, piece, scope=request.session_id)
+            history = cache.joined(
+                seqs, messages, piece, scope=request.session_id, history=request.history
+            )
             cache.prune(seqs if request.session_id is None else ())
         items: Parts = [b"[", *history, b"]"]
         return object_parts((k, items if v is None else v) for k, v in members)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from tapelog.cache._api import estimate_bytes
-from tapelog.llm._pieces import BodyCache
+from tapelog.llm._pieces import BodyCache, WireBody
 from tapelog.log._api import FrozenDict, freeze
 from tapelog.request import LlmRequest
 
@@ -23,6 +23,7 @@ __all__ = [
     "LlmRequest",
     "ProviderClient",
     "WireFormat",
+    "encode_wire_body",
     "estimate_tokens",
     "normalise_usage",
     "usage_count",
@@ -63,6 +64,20 @@ class WireFormat(Protocol):
     def encode_body(self, request: LlmRequest, *, cache: BodyCache | None = None) -> bytes: ...
 
 
+def encode_wire_body(
+    wire: WireFormat, request: LlmRequest, *, cache: BodyCache | None = None
+) -> WireBody:
+    """``wire``'s body for ``request`` as a :class:`WireBody`, never joined on the way.
+
+    A wire with ``encode_parts`` (the built-in ones) gives its parts; any other
+    its ``encode_body`` bytes as the one part. Same bytes either way.
+    """
+    encode_parts = getattr(wire, "encode_parts", None)
+    if encode_parts is None:
+        return WireBody((wire.encode_body(request, cache=cache),))
+    return WireBody(encode_parts(request, cache=cache))
+
+
 class ProviderClient(Protocol):
     """Sends a request and yields neutral chunks (see docs/format.md, "Chunks").
 
@@ -70,6 +85,12 @@ class ProviderClient(Protocol):
     arrives as ``{"kind": "usage", ...}`` when the provider reports it. HTTP and
     protocol failures raise :class:`tapelog.ProviderError` (``retryable`` set for
     429, 5xx and connection errors).
+
+    ``body``, when given, is what to send, exactly: the loop passes the body
+    the checker compared as the wire's parts (a ``WireBody``: never joined on
+    the way; ``bytes(body)`` is the one bytes object, for a client that needs
+    it), a one-shot call its bytes; without it the client encodes ``request``
+    itself.
     """
 
     provider: str
@@ -78,7 +99,7 @@ class ProviderClient(Protocol):
     def wire(self) -> WireFormat: ...
 
     def stream(
-        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | None = None
+        self, request: LlmRequest, *, abort: AbortHandle, body: bytes | WireBody | None = None
     ) -> AsyncIterator[FrozenDict]: ...
 
 

@@ -12,7 +12,7 @@ audit call these same functions, so there is one path from log to request.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from operator import itemgetter
 from typing import Any
@@ -48,6 +48,13 @@ class LlmRequest:
     per surface node. ``boundary_seq`` is the seq of the event the request is
     anchored at: the ``step/start`` of a loop request, the ``compact/start`` of
     a one-shot compaction summary (``one_shot``).
+
+    ``history`` is set by :func:`build_request` alone: the history view the
+    messages after the prefix were copied from, the O(1) proof that one
+    request's history extends an earlier one's (``History.extends``) for the
+    body caches. It is no field of the request's value (not compared, not
+    shown) and no ``dataclasses.replace`` keeps it: a request made any other
+    way has none.
     """
 
     header: EpochHeader
@@ -56,6 +63,7 @@ class LlmRequest:
     session_id: str | None = None
     boundary_seq: int | None = None
     one_shot: bool = False
+    history: History | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if type(self.messages) is not FrozenList:  # already deep-frozen: keep it (O(1))
@@ -89,7 +97,7 @@ def build_request(
     else:
         messages = concat_frozen(prefix, map(itemgetter(1), nodes))
         seqs = (*((None,) * len(prefix)), *map(itemgetter(0), nodes))
-    return LlmRequest(
+    request = LlmRequest(
         header=header,
         messages=messages,
         node_seqs=seqs,
@@ -97,6 +105,9 @@ def build_request(
         boundary_seq=boundary_seq,
         one_shot=one_shot,
     )
+    if isinstance(nodes, History):
+        object.__setattr__(request, "history", nodes)
+    return request
 
 
 def _head(items: list[Any], count: int) -> Iterable[Any]:
