@@ -2,6 +2,7 @@
 (internal: docs/architecture.md).
 """
 
+from tapelog.audit._body_digests import BodyDigest
 from tapelog.audit._cache_report import CacheTotals, RequestCache
 from tapelog.audit._cache_watch import CacheWatch
 from tapelog.audit._checkpoint import (
@@ -17,7 +18,6 @@ from tapelog.audit._checkpoint import (
 )
 from tapelog.audit._diff import HeaderDiff
 from tapelog.audit._report_html import (
-    BodyDigest,
     ReportParts,
     ReportWindow,
     report_assets,

@@ -41,9 +41,9 @@ from typing import Any, Final
 
 from tapelog._version import __version__
 from tapelog.audit._audit_state import AuditState
+from tapelog.audit._body_digests import BodyDigest, body_digests
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import CacheReport, RequestCache, audit_requests, report_of_rows
-from tapelog.audit._report_html import BodyDigest, body_digests
 from tapelog.log import decode, encode
 from tapelog.log._api import Session, encode_trusted
 from tapelog.request import walk_requests

@@ -19,7 +19,6 @@ its navigation and live-update script through the template's other slots.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,22 +28,20 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from tapelog.audit._body_digests import BodyDigest, body_digests
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import CacheReport, RequestCache, cache_report
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import ShownRequest, header_keys, requests_html
-from tapelog.llm._api import BodyCache, wire_for
 from tapelog.log._api import Event, Session, encode_trusted
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
 __all__ = [
-    "BodyDigest",
     "ReportParts",
     "ReportWindow",
-    "body_digests",
     "render_report",
     "report_assets",
     "report_html",
@@ -91,23 +88,6 @@ def _summary(row: RequestCache) -> str:
         f'<span class="idx">#{row.index}</span> turn {row.turn} · '
         f"step {row.step} · {prompt:,} prompt tok · {cached:,} cached{ratio}{causes}"
     )
-
-
-BodyDigest = tuple[int, str]
-"""A request body's byte length and SHA-256 (hex): what the page says of it."""
-
-
-def body_digests(walked: Sequence[WalkedRequest]) -> dict[int, BodyDigest]:
-    """Each request's :data:`BodyDigest`, by request index: its body encoded
-    by its wire, all of them with one piece cache, so each costs what it adds
-    to the one before (the bytes are the same)."""
-    cache = BodyCache()
-    out: dict[int, BodyDigest] = {}
-    for item in walked:
-        request = item.request()
-        body = wire_for(request.config).encode_body(request, cache=cache)
-        out[item.index] = (len(body), hashlib.sha256(body).hexdigest())
-    return out
 
 
 def _detail(walked: WalkedRequest, body: BodyDigest, row: RequestCache, messages: int) -> str:
