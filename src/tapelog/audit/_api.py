@@ -6,6 +6,7 @@ from tapelog.audit._body_digests import BodyDigest
 from tapelog.audit._cache_report import CacheTotals, RequestCache
 from tapelog.audit._cache_watch import CacheWatch
 from tapelog.audit._checkpoint import (
+    BODIES_KEPT,
     Checkpoint,
     ResumePoint,
     checkpoint_blob,
@@ -30,6 +31,7 @@ from tapelog.audit._report_views import header_change, message_html
 from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
+    "BODIES_KEPT",
     "BodyDigest",
     "CacheTotals",
     "CacheWatch",
