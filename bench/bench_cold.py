@@ -24,7 +24,8 @@ brackets):
   once its index has audited the session in the background (``--no-serve``
   skips it) [≤ 2], without a checkpoint beside the file and then
   (``serve_first_view_checkpointed``) with the one ``tapelog cache`` left:
-  the server takes the audit from it and still loads and walks the log;
+  the server takes the audit and the window's body digests from it, and
+  still loads and walks the log;
 * ``cache_grown`` and ``serve_first_view_grown``: the same two on a log of
   ``steps + 10`` steps whose checkpoint was left when it had ``steps``: the log
   is loaded and the audit resumes from the checkpoint, over the new requests;

@@ -130,6 +130,8 @@ def test_a_checkpoint_of_a_shorter_log_is_resumed_from_and_rewritten(
         "another tapelog version",
         "not JSON",
         "a row without its fields",
+        "a body digest not of hex",
+        "a body digest of request 0",
     ],
 )
 def test_a_forged_or_damaged_checkpoint_is_ignored_and_rebuilt(
@@ -150,6 +152,15 @@ def test_a_forged_or_damaged_checkpoint_is_ignored_and_rebuilt(
         head["tapelog"] = "0.0.0"
     elif forge == "a row without its fields":
         del body["rows"][0]["rule"]
+    elif forge == "a body digest not of hex":
+        body["bodies"][0][2] = "Z" * 64
+    elif forge == "a body digest of request 0":
+        body["bodies"][0][0] = 0
+    if forge in (
+        "a row without its fields",
+        "a body digest not of hex",
+        "a body digest of request 0",
+    ):
         head["rows_sha256"] = hashlib.sha256(encode(body)).hexdigest()  # a consistent forgery
     forged = b"\n".join([encode(head), encode(body), state_line, b""])
     checkpoint.write_bytes(b"{not json" if forge == "not JSON" else forged)

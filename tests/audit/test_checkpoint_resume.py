@@ -20,9 +20,16 @@ from hypothesis import strategies as st
 from audit._growing import Growing, TurnPlan, grow
 from audit._sessions import HEADER
 from tapelog.audit import cache_report
-from tapelog.audit._api import Checkpoint, checkpoint_blob, parse_checkpoint, resumed_audit
+from tapelog.audit._api import (
+    Checkpoint,
+    checkpoint_blob,
+    kept_bodies,
+    parse_checkpoint,
+    resumed_audit,
+)
 from tapelog.cli import cli
 from tapelog.log import decode, encode
+from tapelog.request import walk_requests
 from tapelog.store import JsonlStore
 
 
@@ -52,8 +59,13 @@ def _checkpointed(data: bytes, kept: Checkpoint | None, store: JsonlStore, sid: 
     assert report.to_json() == fresh.to_json()
     assert report.to_json() == cache_report(session).to_json()
     assert state == fresh_state
-    blob = checkpoint_blob(data, "test", len(session), report, (), state)
-    assert blob == checkpoint_blob(data, "test", len(session), fresh, (), fresh_state)
+    # The body digests the shorter log's checkpoint knew are those of this log.
+    walked = list(walk_requests(session))
+    known = {} if kept is None or resume is None else kept.bodies_through(resume[0].requests)
+    bodies, fresh_bodies = kept_bodies(walked, known), kept_bodies(walked, {})
+    assert bodies == fresh_bodies
+    blob = checkpoint_blob(data, "test", len(session), report, (), state, bodies)
+    assert blob == checkpoint_blob(data, "test", len(session), fresh, (), fresh_state, fresh_bodies)
     return blob
 
 
@@ -119,7 +131,7 @@ def test_a_resumed_audit_audits_only_the_requests_after_the_checkpoint(
     session = growing.store.load_bytes(growing.sid, data).session
     report, state = resumed_audit(session, None)
     assert state.requests == 14  # the last step may still grow: it is not kept
-    kept = parse_checkpoint(checkpoint_blob(data, "t", len(session), report, (), state))
+    kept = parse_checkpoint(checkpoint_blob(data, "t", len(session), report, (), state, {}))
     assert kept is not None
     grow(growing, [TurnPlan(rounds=1)] * 2)  # 4 more
     growing.close()
@@ -138,7 +150,7 @@ def _two_logs(tmp_path: Path) -> tuple[Growing, bytes, Checkpoint]:
     data = growing.path.read_bytes()
     session = growing.store.load_bytes(growing.sid, data).session
     report, state = resumed_audit(session, None)
-    kept = parse_checkpoint(checkpoint_blob(data, "t", len(session), report, (), state))
+    kept = parse_checkpoint(checkpoint_blob(data, "t", len(session), report, (), state, {}))
     assert kept is not None
     grow(growing, [TurnPlan(rounds=1), TurnPlan(rounds=0, idle_before=True)])
     growing.close()

@@ -2,13 +2,16 @@
 (internal: docs/architecture.md).
 """
 
+from tapelog.audit._body_digests import BodyDigest
 from tapelog.audit._cache_report import CacheTotals, RequestCache
 from tapelog.audit._cache_watch import CacheWatch
 from tapelog.audit._checkpoint import (
+    BODIES_KEPT,
     Checkpoint,
     ResumePoint,
     checkpoint_blob,
     checkpoint_path,
+    kept_bodies,
     parse_checkpoint,
     read_checkpoint_file,
     resumed_audit,
@@ -28,6 +31,8 @@ from tapelog.audit._report_views import header_change, message_html
 from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
+    "BODIES_KEPT",
+    "BodyDigest",
     "CacheTotals",
     "CacheWatch",
     "Checkpoint",
@@ -43,6 +48,7 @@ __all__ = [
     "edit_sentence",
     "header_change",
     "header_sentence",
+    "kept_bodies",
     "message_html",
     "parse_checkpoint",
     "read_checkpoint_file",

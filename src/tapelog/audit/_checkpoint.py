@@ -6,8 +6,11 @@ directory it cannot write to just means no checkpoint), a row of the
 ``audit_checkpoints`` table on PostgreSQL. It names the log bytes it covers
 (their length and SHA-256: a PostgreSQL session's bytes are its JSONL form,
 ``session_bytes``) and how they were read (the load's warnings name the
-file), and holds the rows, those warnings, and the audit's state after its
-last finished step (``_audit_state``). Then, for the log bytes at hand:
+file), and holds the rows, those warnings, the byte length and SHA-256 of
+the last :data:`BODIES_KEPT` request bodies (what a server's first view of
+the session shows: encoding and hashing them is most of building that page),
+and the audit's state after its last finished step (``_audit_state``). Then,
+for the log bytes at hand:
 
 * they are exactly the covered bytes, read the same way: the audit is the
   rows (``tapelog cache`` does not even load the log: a log that validated once
@@ -38,6 +41,7 @@ from typing import Any, Final
 
 from tapelog._version import __version__
 from tapelog.audit._audit_state import AuditState
+from tapelog.audit._body_digests import BodyDigest, body_digests
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import CacheReport, RequestCache, audit_requests, report_of_rows
 from tapelog.log import decode, encode
@@ -46,10 +50,12 @@ from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
 __all__ = [
+    "BODIES_KEPT",
     "Checkpoint",
     "ResumePoint",
     "checkpoint_blob",
     "checkpoint_path",
+    "kept_bodies",
     "parse_checkpoint",
     "read_checkpoint_file",
     "resumed_audit",
@@ -57,7 +63,11 @@ __all__ = [
 ]
 
 _FORMAT: Final = "tapelog/cache-audit"
-_VERSION: Final = 2
+_VERSION: Final = 3
+BODIES_KEPT: Final = 50
+"""How many of the last requests' body digests a checkpoint keeps: at least
+``tapelog serve``'s window (``tapelog.serve._session_page.WINDOW``), so the
+last window's are all there."""
 _FILE_MODE: Final = 0o600
 
 
@@ -85,6 +95,8 @@ class Checkpoint:
     session: str | None
     warnings: tuple[str, ...]
     rows: tuple[RequestCache, ...]
+    bodies: Mapping[int, BodyDigest]
+    """The last requests' body digests, by request index (:func:`kept_bodies`)."""
     state_line: bytes
     state_sha256: str
 
@@ -111,6 +123,11 @@ class Checkpoint:
             return None
         state = self.state()
         return None if state is None else (state, self.rows)
+
+    def bodies_through(self, requests: int) -> dict[int, BodyDigest]:
+        """Its body digests of requests ``1..requests``: for a log that grew,
+        those its resume point covers (the requests both logs share)."""
+        return {i: d for i, d in self.bodies.items() if i <= requests}
 
     def state(self) -> AuditState | None:
         """What resumes the audit (``None`` when that section is damaged)."""
@@ -141,6 +158,18 @@ def _row(obj: Mapping[str, Any]) -> RequestCache:
     return RequestCache(**fields, causes=causes)
 
 
+def kept_bodies(
+    walked: Sequence[WalkedRequest], known: Mapping[int, BodyDigest]
+) -> dict[int, BodyDigest]:
+    """The body digests of the last :data:`BODIES_KEPT` of ``walked`` (a whole
+    walk of the log), taken from ``known`` (a checkpoint's, for requests its
+    log and this one share) where it has them, the others encoded."""
+    last = walked[-BODIES_KEPT:]
+    out = {w.index: known[w.index] for w in last if w.index in known}
+    out.update(body_digests([w for w in last if w.index not in out]))
+    return dict(sorted(out.items()))
+
+
 def checkpoint_blob(
     data: bytes,
     read_as: str,
@@ -148,12 +177,14 @@ def checkpoint_blob(
     report: CacheReport,
     warnings: Sequence[str],
     state: AuditState,
+    bodies: Mapping[int, BodyDigest],
 ) -> bytes:
     """The checkpoint of the audit ``report`` of the log bytes ``data`` (``events``
-    events, read as ``read_as``, whose load gave ``warnings``), resumable from ``state``.
+    events, read as ``read_as``, whose load gave ``warnings``), resumable from
+    ``state``, with the body digests ``bodies`` (:func:`kept_bodies`).
 
-    Three lines: what it covers with each section's SHA-256, the rows and
-    warnings, the state (read only to resume: the largest part)."""
+    Three lines: what it covers with each section's SHA-256, the rows, the
+    warnings and the body digests, the state (read only to resume: the largest part)."""
     # The rows and the state are the audit's own values (log data, ints and
     # strings): encoded without the validating walk, the same bytes.
     rows = encode_trusted(
@@ -161,6 +192,7 @@ def checkpoint_blob(
             "session": report.session,
             "warnings": list(warnings),
             "rows": [_row_json(r) for r in report.requests],
+            "bodies": [[index, size, sha] for index, (size, sha) in bodies.items()],
         }
     )
     state_line = encode_trusted(state.to_json())
@@ -210,11 +242,31 @@ def parse_checkpoint(blob: bytes) -> Checkpoint | None:
             session=body["session"],
             warnings=tuple(warnings),
             rows=tuple(_row(r) for r in body["rows"]),
+            bodies=_bodies(body["bodies"]),
             state_line=state_line,
             state_sha256=head["state_sha256"],
         )
     except Exception:  # unreadable, malformed, or from another shape: rebuilt
         return None
+
+
+def _bodies(obj: Any) -> dict[int, BodyDigest]:
+    """The body digests a checkpoint holds; ``ValueError`` on anything else."""
+    out: dict[int, BodyDigest] = {}
+    for entry in obj:
+        index, size, sha = entry
+        if not (
+            type(index) is int
+            and type(size) is int
+            and index >= 1
+            and size >= 0
+            and isinstance(sha, str)
+            and len(sha) == 64
+            and all(c in "0123456789abcdef" for c in sha)
+        ):
+            raise ValueError("body digest")
+        out[index] = (size, sha)
+    return out
 
 
 ResumePoint = tuple[AuditState, Sequence[RequestCache]]

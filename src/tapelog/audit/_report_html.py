@@ -19,9 +19,8 @@ its navigation and live-update script through the template's other slots.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -29,13 +28,13 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from tapelog.audit._body_digests import BodyDigest, body_digests
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import CacheReport, RequestCache, cache_report
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import ShownRequest, header_keys, requests_html
-from tapelog.llm._api import BodyCache, wire_for
 from tapelog.log._api import Event, Session, encode_trusted
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
@@ -91,11 +90,11 @@ def _summary(row: RequestCache) -> str:
     )
 
 
-def _detail(walked: WalkedRequest, body: bytes, row: RequestCache, messages: int) -> str:
+def _detail(walked: WalkedRequest, body: BodyDigest, row: RequestCache, messages: int) -> str:
     return escape(
         f"{row.provider} / {row.model} · cache rule {row.rule} · "
         f"boundary seq {walked.boundary_seq} · {messages} messages · "
-        f"body {len(body):,} bytes, sha256 {hashlib.sha256(body).hexdigest()} · "
+        f"body {body[0]:,} bytes, sha256 {body[1]} · "
         f"expected cached {row.cached_expected:,} tok · "
         f"prefix shared with earlier requests {row.shared_prefix_tokens:,} tok"
     )
@@ -251,15 +250,17 @@ def _shown(
     rows: Sequence[RequestCache],
     window: ReportWindow,
     links: ReportLinks,
+    bodies: Mapping[int, BodyDigest],
 ) -> list[ShownRequest]:
-    """The window's requests, rebuilt; their bodies encoded with one piece cache,
-    so each costs what it adds to the one before (the bytes are the same)."""
-    cache = BodyCache()
+    """The window's requests, rebuilt; their bodies' digests from ``bodies``
+    where it has them, else encoded (:func:`body_digests`)."""
     shown = []
     span = slice(window.first - 1, window.last)
+    missing = [item for item in walked[span] if item.index not in bodies]
+    bodies = {**bodies, **body_digests(missing)} if missing else bodies
     for item, row in zip(walked[span], rows[span], strict=True):
         request = item.request()
-        body = wire_for(request.config).encode_body(request, cache=cache)
+        body = bodies[item.index]
         shown.append(
             ShownRequest(
                 index=item.index,
@@ -279,6 +280,7 @@ def report_parts(
     audit: CacheReport | None = None,
     window: ReportWindow | None = None,
     links: ReportLinks | None = None,
+    bodies: Mapping[int, BodyDigest] | None = None,
     text_limit: int = 4000,
 ) -> ReportParts:
     """Every part of ``session``'s report, rendered by the report's views.
@@ -287,7 +289,9 @@ def report_parts(
     computed unless given (a server keeps them between pages). The chart, the
     totals and the breaks cover the whole session; the timeline and the
     requests only ``window`` (default: all of it). ``text_limit`` caps each
-    text shown in the message view (a note says how much was cut).
+    text shown in the message view (a note says how much was cut). ``bodies``
+    holds digests of request bodies known already (a checkpoint's,
+    :func:`body_digests` of this log's requests); the others are encoded.
     """
     links = links or ReportLinks()
     events = session.events
@@ -333,7 +337,11 @@ def report_parts(
         breaks=_breaks_table(rows, links),
         timeline=timeline.html(),
         requests=requests_html(
-            _shown(walked, rows, window, links), text_limit, links, before=before, seen=seen
+            _shown(walked, rows, window, links, bodies or {}),
+            text_limit,
+            links,
+            before=before,
+            seen=seen,
         ),
         data=_script_json(audit.to_json()),
     )

@@ -12,14 +12,17 @@ audit from the checkpoint. Both write the checkpoint of what they audited.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tapelog.audit import CacheReport, cache_report
 from tapelog.audit._api import (
+    BODIES_KEPT,
     Checkpoint,
     checkpoint_blob,
     checkpoint_path,
+    kept_bodies,
     parse_checkpoint,
     read_checkpoint_file,
     resumed_audit,
@@ -86,6 +89,15 @@ def _located(target: str, store: str | None) -> _Located | None:
     return _Located(data, f"postgres:{pg!r}:{sid}", lambda: pg.load_bytes(sid, data), read, write)
 
 
+def _keeping(
+    requests: Iterable[WalkedRequest], last: deque[WalkedRequest]
+) -> Iterator[WalkedRequest]:
+    """``requests``, each also appended to ``last`` as it is yielded."""
+    for request in requests:
+        last.append(request)
+        yield request
+
+
 def _audited(
     located: _Located,
     loaded: LoadedSession,
@@ -94,11 +106,18 @@ def _audited(
     walked: Sequence[WalkedRequest] | None = None,
 ) -> CacheReport:
     """The audit, resumed from ``kept`` where it covers a prefix of the log
-    (``walked``: the session's requests, when the caller walked them); checkpointed."""
+    (``walked``: the session's requests, when the caller walked them); checkpointed
+    with the last requests' body digests (what a server's first view shows)."""
     session = loaded.session
     resume = None if kept is None else kept.resume_point(located.data)
-    report, state = resumed_audit(session, resume, walked=walked)
-    blob = checkpoint_blob(located.data, located.read_as, len(session), report, warnings, state)
+    last: deque[WalkedRequest] = deque(maxlen=BODIES_KEPT)  # not the whole walk in memory
+    requests = walk_requests(session) if walked is None else walked
+    report, state = resumed_audit(session, resume, walked=_keeping(requests, last))
+    known = {} if kept is None or resume is None else kept.bodies_through(resume[0].requests)
+    bodies = kept_bodies(list(last), known)
+    blob = checkpoint_blob(
+        located.data, located.read_as, len(session), report, warnings, state, bodies
+    )
     located.write(blob, len(session))
     return report
 

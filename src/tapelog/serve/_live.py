@@ -18,7 +18,9 @@ audit, the report's parts of the windows last shown) is computed once per
 length of the log (the audit of the log as loaded comes from the checkpoint
 ``tapelog cache`` or ``report`` left, when it covers those bytes, and resumes
 from it when the log grew since; each later audit resumes from the one
-before), so looking at a session again costs only what changed. The server
+before), so looking at a session again costs only what changed; the
+checkpoint's digests of the last request bodies spare the first view encoding
+them. The server
 keeps the few sessions looked at last (:class:`LiveSessions`).
 """
 
@@ -33,7 +35,7 @@ from typing import Final
 
 from tapelog._errors import CorruptLogError
 from tapelog.audit import CacheReport
-from tapelog.audit._api import Checkpoint, ReportParts, ResumePoint, resumed_audit
+from tapelog.audit._api import BodyDigest, Checkpoint, ReportParts, ResumePoint, resumed_audit
 from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
@@ -41,7 +43,7 @@ from tapelog.request._api import WalkedRequest
 from tapelog.serve._checkpoints import stored_checkpoint
 from tapelog.serve._entry import activity
 from tapelog.serve._index import store_label
-from tapelog.serve._summary import FOLDED_TYPES, Summary
+from tapelog.serve._summary import FOLDED_TYPES, Summary, open_turn
 from tapelog.store import SessionStore
 from tapelog.store._api import read_session_bytes
 
@@ -79,12 +81,16 @@ class LiveSession:
         self._audit: tuple[int, CacheReport] | None = None
         self._resume: ResumePoint | None = None
         self._kept: Checkpoint | None = None
+        self._bodies: dict[int, BodyDigest] = {}
         kept = stored_checkpoint(store, session_id)
         if kept is not None and kept.covers(data, None):
             self._audit = (len(loaded.session), kept.report())
             self._kept = kept  # its state resumes the audit once the log grows
+            self._bodies = dict(kept.bodies)
         elif kept is not None:
             self._resume = kept.resume_point(data)
+            if self._resume is not None:
+                self._bodies = kept.bodies_through(self._resume[0].requests)
         self._status: tuple[float, bool] | None = None
         self._parts: dict[tuple[int, int], ReportParts] = {}
 
@@ -170,9 +176,16 @@ class LiveSession:
             if kept is not None:  # it covers a prefix of the log as polled
                 state = kept.state()
                 self._resume = None if state is None else (state, kept.rows)
+                # Only the requests the grown log surely shares (its last step may not be sent).
+                self._bodies = {} if state is None else kept.bodies_through(state.requests)
             report, state = resumed_audit(self.session, self._resume, walked=self.walked())
             self._audit, self._resume = (n, report), (state, report.requests)
         return self._audit[1]
+
+    def bodies(self) -> dict[int, BodyDigest]:
+        """The body digests of requests the checkpoint it was loaded with knew
+        (and this log surely shares): a page encodes only the others."""
+        return self._bodies
 
     def parts(self, window: int, make: Callable[[], ReportParts]) -> ReportParts:
         """The report's parts of the page showing the window starting at request
@@ -191,7 +204,9 @@ class LiveSession:
         now = time.monotonic()
         if self._status is None or now - self._status[0] > _STATUS_EVERY_S:
             self._status = (now, self._store.active(self.id))
-        return activity(self._status[1], self.summary().open_turn)
+        # A first view needs no fold of every event: the turn's state from the end.
+        turn = open_turn(self.session.events) if self._summary is None else self._summary.open_turn
+        return activity(self._status[1], turn)
 
     def events_after(self, seq: int, limit: int) -> Sequence[Event]:
         """Up to ``limit`` events after ``seq``."""

@@ -176,7 +176,12 @@ def session_html(
     parts = live.parts(
         window.first,
         lambda: report_parts(
-            session, walked=walked, audit=live.audit(), window=window, links=links
+            session,
+            walked=walked,
+            audit=live.audit(),
+            window=window,
+            links=links,
+            bodies=live.bodies(),
         ),
     )
     parents = {**parents, live.id: session.info.parent}

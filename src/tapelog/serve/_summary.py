@@ -19,21 +19,33 @@ efficiency, which needs the simulation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Final
 
 from tapelog.llm._api import usage_prompt_tokens
+from tapelog.log._api import Event
 from tapelog.request._api import HEADER_TYPES, StepFold
 from tapelog.store._api import Folded
 
-__all__ = ["FOLDED_TYPES", "Summary"]
+__all__ = ["FOLDED_TYPES", "Summary", "open_turn"]
 
 FOLDED_TYPES: Final = frozenset(
     {"turn/start", "turn/end", "step/start", "step/end", "assistant/message", *HEADER_TYPES}
 )
 _MODELS_KEPT: Final = 8
 _STORED: Final = ("id", "created", "parent", "events", "last_time", "error")
+
+
+def open_turn(events: Sequence[Event]) -> bool:
+    """:attr:`Summary.open_turn` of a log, read from its end: whether its last
+    ``turn/start`` or ``turn/end`` is a ``turn/start`` (the last of the two
+    decides the fold's value), without folding every event."""
+    for seq in range(len(events) - 1, -1, -1):
+        kind = events[seq].type
+        if kind in ("turn/start", "turn/end"):
+            return kind == "turn/start"
+    return False
 
 
 @dataclass(slots=True, kw_only=True)
