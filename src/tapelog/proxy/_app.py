@@ -172,7 +172,8 @@ class Proxy:
 
     async def aclose(self) -> None:
         """Close every open session's writer and the HTTP client the proxy made
-        (idempotent)."""
+        (idempotent), once the turn ends under way are done."""
+        await self.sessions.settled()
         self.sessions.close()
         if self._own_http and not self.http.is_closed:
             await self.http.aclose()

@@ -96,6 +96,7 @@ class Router:
 
         attempts = 0
         while attempts < _ATTEMPTS:
+            await sessions.settled()
             await sessions.refresh()
             match: Match = sessions.index.match(chain, keys, busy, self._fits(who))
             point = match.point
@@ -145,6 +146,7 @@ class Router:
         sessions = self.sessions
         loop = asyncio.get_running_loop()
         while True:
+            await sessions.settled()
             await sessions.refresh()
             point = sessions.index.continued(response_id)
             if point is None or sessions.busy(point.session_id):

@@ -130,6 +130,7 @@ class Sessions:
         self._open: dict[str, SessionState] = {}
         self._parked: dict[str, SessionState] = {}  # released by this replica, newest last
         self._claimed: set[str] = set()  # being opened or created right now
+        self._closing: set[asyncio.Task[None]] = set()  # turn ends after the answer
         self.points = store.point_log()
         self._position = 0  # in the store's point log: what the index holds
         self._refreshing = asyncio.Lock()
@@ -138,6 +139,21 @@ class Sessions:
         """Whether a request holds the session (or is opening it) now."""
         state = self._open.get(session_id)
         return session_id in self._claimed or (state is not None and state.lock.locked())
+
+    def closing(self, task: asyncio.Task[None]) -> None:
+        """Keep track of a turn's end that goes on after its answer reached the
+        client (``_turn_end``: the sync, the point, the release) until it is done."""
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def settled(self) -> None:
+        """Wait for the turn ends under way now (:meth:`closing`): a request is
+        matched only once the turns its client has seen end are recorded in the
+        index and their sessions released, as if they had ended before the
+        answers did."""
+        pending = set(self._closing)
+        if pending:
+            await asyncio.wait(pending)
 
     def claim(self, session_id: str) -> None:
         """Mark a session as being opened (see :meth:`busy`) until :meth:`unclaim`."""

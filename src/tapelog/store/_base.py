@@ -80,6 +80,7 @@ class SessionWriter(ABC):
         self._hash = hashlib.sha256(stored)  # of every stored byte, header line included
         self._stored_bytes = len(stored)
         self._stored_events = len(session)
+        self._unsynced = False  # written by flush(sync=False), not yet synced
         self.warnings = warnings
         """Sentences about what opening had to repair (e.g. a dropped torn tail)."""
         self._unsubscribe: Callable[[], None] = session.subscribe(self._on_event)
@@ -106,12 +107,19 @@ class SessionWriter(ABC):
     def closed(self) -> bool:
         return self._closed
 
-    def flush(self) -> None:
+    def flush(self, *, sync: bool = True) -> None:
         """Write every buffered event durably, closed by a ``log/digest`` event.
 
         Safe while other threads append: what they append during the write
         waits for the next flush. On failure nothing of this flush is stored
         and the events stay buffered, in order, for the next flush.
+
+        ``sync=False`` writes without waiting for the disk: the events then
+        survive the process (a kill, a crash of the program: the operating
+        system holds the bytes) but not yet a power loss, until the next
+        flush, :meth:`sync` or :meth:`close` syncs them (with a backend whose
+        every write is durable, such as PostgreSQL, it is the same write). A
+        flush with nothing buffered still syncs what such a write left.
         """
         with self._flushing:
             if self._closed:
@@ -119,9 +127,16 @@ class SessionWriter(ABC):
                     f"the writer of session {self.session_id} is closed; "
                     "open the session again to append to it"
                 )
-            self._flush()
+            self._flush(sync=sync)
 
-    def _flush(self, *, always: bool = False) -> None:
+    def sync(self) -> None:
+        """Make durable what ``flush(sync=False)`` wrote (nothing to do otherwise)."""
+        self.flush()
+
+    def _flush(self, *, always: bool = False, sync: bool = True) -> None:
+        if sync and self._unsynced and not self._pending and not always:
+            self._sync()  # outside the session's lock: appends go on meanwhile
+            self._unsynced = False
         session = self._session
         with session.locked():
             lines = self._pending
@@ -142,11 +157,15 @@ class SessionWriter(ABC):
             lines += self._pending  # the digest's line
             self._pending = []
         try:
-            self._write(lines)
+            if sync:
+                self._write(lines)  # syncs what an unsynced write left too
+            else:
+                self._write_unsynced(lines)
         except BaseException:
             with session.locked():
                 self._pending[:0] = lines
             raise
+        self._unsynced = not sync
         last = lines[-1] + b"\n"
         digest.update(last)
         self._hash = digest
@@ -244,6 +263,17 @@ class SessionWriter(ABC):
         """Durably append ``lines`` (canonical event bytes, in seq order) or raise
         :class:`StoreError` leaving the stored log as it was (its message ends
         with :meth:`_unwritten`)."""
+
+    def _write_unsynced(self, lines: builtins.list[bytes]) -> None:
+        """Append ``lines`` as :meth:`_write` does, without waiting for the disk
+        where the backend can (:meth:`_sync` finishes it). By default, :meth:`_write`."""
+        self._write(lines)
+
+    def _sync(self) -> None:
+        """Make what :meth:`_write_unsynced` appended durable, or raise
+        :class:`StoreError` (it stays written, and is synced again next time).
+        By default nothing: every :meth:`_write_unsynced` was a durable write."""
+        return
 
     @abstractmethod
     def _release(self) -> None:
