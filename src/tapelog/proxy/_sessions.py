@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tapelog.checker._api import RequestChecker
 from tapelog.llm._api import BodyCache
@@ -51,6 +51,8 @@ PROXY_PREFIX = "proxy-"
 """The id prefix of the sessions the proxy creates (what :meth:`Sessions.scan` reads)."""
 
 _log = logging.getLogger("tapelog.proxy")
+
+T = TypeVar("T")
 
 _POINTS = frozenset({"turn/end", "session/end-seed"})
 """The events after which a session's history is a point a request may continue."""
@@ -225,17 +227,32 @@ class Sessions:
         return self._state(session, self.store.create(session))
 
     async def open(self, session_id: str) -> SessionState:
-        """The open state of a stored session (opened for writing now if needed)."""
+        """The open state of a stored session (opened for writing now if needed).
+        A state this replica parked is taken back inline when the store's small
+        operations are (``SessionStore.quick_io``): a few system calls."""
         state = self.get(session_id)
         if state is not None:
             return state
         parked = self._parked.pop(session_id, None)
+        if parked is not None and self.store.quick_io:
+            writer = self.store.reattach(parked.writer)
+            if writer is not None:
+                parked.writer = writer
+                return self._install(parked)
+            parked = None  # not as it left it: open() loads the log
         self.claim(session_id)
         try:
             state = await asyncio.to_thread(self._reopen, session_id, parked)
         finally:
             self.unclaim(session_id)
         return self._install(state)
+
+    async def quick(self, call: Callable[[], T]) -> T:
+        """Run a small store operation (``SessionStore.quick_io``): inline where
+        it is a few system calls on local files, else in a thread."""
+        if self.store.quick_io:
+            return call()
+        return await asyncio.to_thread(call)
 
     async def create(
         self,
@@ -282,7 +299,8 @@ class Sessions:
     async def refresh(self) -> int:
         """Fold the store's records this replica has not seen into the index; how many."""
         async with self._refreshing:
-            records, position = await asyncio.to_thread(self.points.read, self._position)
+            position = self._position
+            records, position = await self.quick(lambda: self.points.read(position))
             for record in records:
                 self.index.apply(record)
             self._position = position

@@ -78,7 +78,7 @@ class TurnEnd:
             return
         try:
             flush = functools.partial(exchange.state.writer.flush, sync=False)
-            await asyncio.shield(asyncio.to_thread(flush))
+            await asyncio.shield(self.sessions.quick(flush))
         finally:
             self.report(summary)
             self.sessions.closing(asyncio.ensure_future(self._close_later(exchange.state)))

@@ -36,6 +36,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import ClassVar
 
 from tapelog._errors import StoreError, UnstoredEventsError
 from tapelog.log._api import Event, Session
@@ -297,6 +298,12 @@ def os_error_advice(exc: OSError) -> str:
 
 class SessionStore(ABC):
     """A place sessions are kept. See the module docstring for the rules."""
+
+    quick_io: ClassVar[bool] = False
+    """Whether this store's small operations (a writer's ``flush(sync=False)``,
+    :meth:`reattach`, reading the point log's new records) are system calls on
+    local files, which an event loop runs faster inline than through a thread
+    (JSONL); ``False`` where they may wait on a network (PostgreSQL)."""
 
     @abstractmethod
     def create(self, session: Session, *, reservation: Reservation | None = None) -> SessionWriter:

@@ -179,6 +179,8 @@ class JsonlWriter(SessionWriter):
 class JsonlStore(SessionStore):
     """Sessions as ``<root>/<id>.jsonl`` files (nothing is created until needed)."""
 
+    quick_io = True
+
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
         self._points = JsonlPointLog(self.root)
