@@ -47,7 +47,7 @@ from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._body_prefix import BodyPrefixes
-from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
+from tapelog.proxy._exchange import Compared, Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._identity import Agent, Who, client_signal
 from tapelog.proxy._index import SessionIndex
@@ -346,7 +346,10 @@ class Proxy:
                 own = self.translator.messages(parsed)
                 messages = replace(own, neutral=[*history.messages, *own.neutral])
             header = self.translator.header(parsed, messages.rules, state.session.header)
-            plan = plan_messages(history, messages.neutral, self.translator.same(header))
+            generation = state.session.replace_generation
+            same = self.translator.same(header)
+            plan = plan_messages(history, messages.neutral, same, state.compared, generation)
+            state.compared = Compared(messages.neutral, plan.equal, generation)
         except TapelogError as exc:
             self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)

@@ -27,7 +27,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tapelog.checker._api import RequestChecker
 from tapelog.llm._api import BodyCache
@@ -44,6 +44,9 @@ from tapelog.proxy._index import Point, SessionIndex
 from tapelog.proxy._keys import SurfaceChain, loose_key
 from tapelog.store import SessionStore, SessionWriter
 from tapelog.store._api import PointRecord
+
+if TYPE_CHECKING:
+    from tapelog.proxy._exchange import Compared
 
 __all__ = ["PROXY_PREFIX", "SessionState", "Sessions"]
 
@@ -72,6 +75,8 @@ class SessionState:
     turn: int = 0
     pending: dict[str, int | None] = field(default_factory=dict)
     """Tool calls of the last answer that no logged result answers yet."""
+    compared: Compared | None = None
+    """What the last request's messages were found equal to (``_exchange``)."""
 
     def __post_init__(self) -> None:
         self.recorder = HeaderRecorder(self.session)
