@@ -15,7 +15,8 @@ extend / edit / fork / new) and take that session's lock, plan how its
 messages meet the log (``_exchange.plan_messages``), log the request and its
 header, rebuild and check the bytes, make the log durable, send, then relay
 and log the answer (``_relay``). The session's lock is released when the
-turn's end is logged and durable (``_turn_end``).
+turn's end is logged and durable (``_turn_end``: written before the answer's
+end reaches the client, synced after it).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ wire's per-node byte cache and the session's prefix chain. A state's ``lock``
 is held for the whole of one request, from matching to the answer's last
 event, and the store's write lock with it: that is the per-session lock that
 keeps two requests, on this replica or any other, from ever writing one
-session at once. When the turn's end is durable, :meth:`Sessions.release`
+session at once. When the turn's end is durable (synced just after the
+client got the answer's end: ``_turn_end``), :meth:`Sessions.release`
 records the session's new point in the store's conversation index and closes
 the writer, so the next request of the conversation may go to any replica.
 
