@@ -4,7 +4,8 @@ A request that names its session (``explicit``) gets that one, opened or
 created. Any other is matched against the conversation index (``_index``),
 brought up to date from the store first (after this replica's turn ends under
 way are done, ``Sessions.settled``: their clients may already have the
-answers), so a replica routes a request by what every replica recorded: **extend**, **retry** or **edit** open the matched session,
+answers), so a replica routes a request by what every replica recorded:
+**extend**, **retry** or **edit** open the matched session,
 **fork** seeds a new one at the matched point, **new** creates one. A
 Responses request that continues a logged response (``previous_response_id``)
 **continues** the session whose last turn logged it, when that session is idle
