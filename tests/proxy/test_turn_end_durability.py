@@ -170,3 +170,52 @@ async def test_the_next_request_waits_for_the_turn_end_and_extends_the_same_sess
     ends = [e.data["reason"]["kind"] for e in session.events if e.type == "turn/end"]
     assert ends == ["completed", "completed"]
     assert_rebuilds(sessions, emu)
+
+
+async def test_a_power_loss_before_the_turns_sync_is_repaired_and_the_session_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the one window can lose: a power loss after the answer's end was
+    written, before its sync, takes the file back to the request's sync. Load
+    repairs that turn as interrupted (docs/format.md, "Repair on resume") and
+    the conversation's next request continues the session, rebuilding byte
+    for byte."""
+    store, after = tmp_path / "store", tmp_path / "after-power-loss"
+    emu = Emulator()
+    synced: dict[str, int] = {}  # each file's size at its last fsync
+    fsync = os.fsync
+
+    def remembered(fd: int) -> None:
+        fsync(fd)
+        synced[os.readlink(f"/proc/self/fd/{fd}")] = os.fstat(fd).st_size
+
+    monkeypatch.setattr(os, "fsync", remembered)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "one"}]
+    async with in_process(store, emulator=emu) as (proxy, _, http):
+        answer = _answer(await post(http, _PATH, _body(messages)), False)
+        await proxy.sessions.settled()  # turn 1 synced and in the index
+        messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": "two"}]
+        held = Held(monkeypatch)
+        try:
+            answer = _answer(await post(http, _PATH, _body(messages)), False)
+            await asyncio.wait_for(held.reached.wait(), 10)
+            (state,) = proxy.sessions._open.values()
+            name = f"{state.id}.jsonl"
+            written = (store / name).stat().st_size
+            durable = synced[str((store / name).resolve())]
+            shutil.copytree(store, after, ignore=shutil.ignore_patterns(".locks"))
+            with (after / name).open("r+b") as copy:
+                copy.truncate(durable)  # the power loss: what the last sync made durable
+        finally:
+            held.go()
+    assert durable < written, "the answer's end was written after the request's sync"
+    messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": "three"}]
+    async with in_process(after, emulator=emu) as (_, _, http):
+        _answer(await post(http, _PATH, _body(messages)), False)
+    kept = sessions_in(after)
+    assert list(kept) == [state.id], "the next request continued the same session"
+    (session,) = kept.values()
+    ends = [e.data["reason"]["kind"] for e in session.events if e.type == "turn/end"]
+    assert ends == ["completed", "interrupted", "completed"]
+    assert len(emu.received) == 3
+    assert_rebuilds(kept, emu)
