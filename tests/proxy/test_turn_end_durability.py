@@ -219,3 +219,30 @@ async def test_a_power_loss_before_the_turns_sync_is_repaired_and_the_session_go
     assert ends == ["completed", "interrupted", "completed"]
     assert len(emu.received) == 3
     assert_rebuilds(kept, emu)
+
+
+class _DurableWrites(JsonlStore):
+    """A store whose every write is durable when it returns, as PostgreSQL's."""
+
+    syncs_later = False
+
+
+async def test_a_store_whose_writes_are_durable_ends_the_turn_before_the_answers_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No sync to move: the turn is released and indexed before the client has
+    the answer's end (replicas on other machines find it so at once)."""
+    monkeypatch.setattr("proxy._helpers.JsonlStore", _DurableWrites)
+    held = Held(monkeypatch)
+    emu = Emulator()
+    async with in_process(tmp_path, emulator=emu) as (proxy, _, http):
+        assert isinstance(proxy.store, _DurableWrites)
+        try:
+            _answer(await post(http, _PATH, _body([{"role": "user", "content": "one"}])), False)
+            assert not held.reached.is_set(), "nothing left to do after the answer"
+            assert not proxy.sessions._open, "released before the answer's end"
+            records, _ = proxy.sessions.points.read(0)
+            assert records, "its point in the store's index before the answer's end"
+        finally:
+            held.go()
+    assert len(sessions_in(tmp_path)) == 1

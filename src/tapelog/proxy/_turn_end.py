@@ -17,7 +17,11 @@ next request of the conversation finds the turn synced, its point recorded
 and its session released, exactly as if all of it had happened before the
 answer's end; its own flush comes before its send. Only a power loss in
 between can take the turn's end back, and then load repairs the turn as
-interrupted (docs/proxy.md, "Durability and latency").
+interrupted (docs/proxy.md, "Durability and latency"). With a store whose
+every write is durable (``SessionStore.syncs_later`` off: PostgreSQL) there
+is no sync to move, and the whole turn end comes before the answer's end, so
+that replicas on other machines find the session released and indexed as
+soon as the client can send its next request.
 """
 
 from __future__ import annotations
@@ -73,15 +77,27 @@ class TurnEnd:
         summary = _summary(exchange, status)
         if self.watch_cache:
             summary = replace(summary, cache_break=self._cache_break(exchange.state))
+        state = exchange.state
         if aborted:
-            self._close(exchange.state, summary)
+            self._close(state, summary)
+            return
+        if not self.sessions.store.syncs_later:
+            # Every write is durable (PostgreSQL): no sync to move off the
+            # client's wait, and replicas on other machines find the session
+            # released and indexed as soon as the client has its answer.
+            try:
+                point = self.sessions.point_of(state)
+                await asyncio.shield(asyncio.to_thread(self._release, state, point))
+            finally:
+                self._settle(state)
+                self.report(summary)
             return
         try:
-            flush = functools.partial(exchange.state.writer.flush, sync=False)
+            flush = functools.partial(state.writer.flush, sync=False)
             await asyncio.shield(self.sessions.quick(flush))
         finally:
             self.report(summary)
-            self.sessions.closing(asyncio.ensure_future(self._close_later(exchange.state)))
+            self.sessions.closing(asyncio.ensure_future(self._close_later(state)))
 
     async def _close_later(self, state: SessionState) -> None:
         """The rest of :meth:`done`, after the answer's end reached the client. A

@@ -305,6 +305,11 @@ class SessionStore(ABC):
     local files, which an event loop runs faster inline than through a thread
     (JSONL); ``False`` where they may wait on a network (PostgreSQL)."""
 
+    syncs_later: ClassVar[bool] = False
+    """Whether a writer's ``flush(sync=False)`` leaves a sync to do later (JSONL:
+    the ``fsync``); ``False`` where every write is durable when it returns
+    (PostgreSQL's commit), so there is no disk wait to move anywhere."""
+
     @abstractmethod
     def create(self, session: Session, *, reservation: Reservation | None = None) -> SessionWriter:
         """Store a new session and return its writer.

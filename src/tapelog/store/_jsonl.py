@@ -180,6 +180,7 @@ class JsonlStore(SessionStore):
     """Sessions as ``<root>/<id>.jsonl`` files (nothing is created until needed)."""
 
     quick_io = True
+    syncs_later = True
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
