@@ -44,7 +44,8 @@ Every answer that has a session names it in ``X-Tapelog-Session``; with
 ``watch_cache`` the cache audit runs as each turn ends and a request whose
 cacheable prefix broke gets a ``cache_break`` line in its summary.
 The piece that ends a stream reaches the client only once the turn's end is
-logged and durable. An upstream error answer is passed on as it came (status,
+logged and written (synced right after, off the client's wait: ``_turn_end``).
+An upstream error answer is passed on as it came (status,
 body, headers) and logged as the turn's error; the request counts as sent. A
 stream that breaks (the connection drops, or no ``[DONE]`` / ``message_stop``)
 is logged as the turn's error and ends with the API's own error event, so the

@@ -15,7 +15,8 @@ extend / edit / fork / new) and take that session's lock, plan how its
 messages meet the log (``_exchange.plan_messages``), log the request and its
 header, rebuild and check the bytes, make the log durable, send, then relay
 and log the answer (``_relay``). The session's lock is released when the
-turn's end is logged and durable (``_turn_end``).
+turn's end is logged and durable (``_turn_end``: written before the answer's
+end reaches the client, synced after it).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._body_prefix import BodyPrefixes
-from tapelog.proxy._exchange import Exchange, Plan, plan_messages, unanswered_calls
+from tapelog.proxy._exchange import Compared, Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._identity import Agent, Who, client_signal
 from tapelog.proxy._index import SessionIndex
@@ -172,7 +173,8 @@ class Proxy:
 
     async def aclose(self) -> None:
         """Close every open session's writer and the HTTP client the proxy made
-        (idempotent)."""
+        (idempotent), once the turn ends under way are done."""
+        await self.sessions.settled()
         self.sessions.close()
         if self._own_http and not self.http.is_closed:
             await self.http.aclose()
@@ -345,7 +347,10 @@ class Proxy:
                 own = self.translator.messages(parsed)
                 messages = replace(own, neutral=[*history.messages, *own.neutral])
             header = self.translator.header(parsed, messages.rules, state.session.header)
-            plan = plan_messages(history, messages.neutral, self.translator.same(header))
+            generation = state.session.replace_generation
+            same = self.translator.same(header)
+            plan = plan_messages(history, messages.neutral, same, state.compared, generation)
+            state.compared = Compared(messages.neutral, plan.equal, generation)
         except TapelogError as exc:
             self.sessions.let_go(assigned.state)
             error = exc if isinstance(exc, ProxyError) else ProxyError(str(exc), status=500)

@@ -43,7 +43,7 @@ from tapelog.log._api import EpochHeader, Event, FrozenDict, History
 from tapelog.proxy._sessions import SessionState
 from tapelog.request import build_request
 
-__all__ = ["STEP", "Exchange", "Plan", "plan_messages", "unanswered_calls"]
+__all__ = ["STEP", "Compared", "Exchange", "Plan", "plan_messages", "unanswered_calls"]
 
 STEP = 1
 """The number of a proxied turn's one step: steps are numbered from 1, as the loop's."""
@@ -58,30 +58,61 @@ _UNANSWERED = (
 class Plan:
     """How the client's messages meet the log: the first one to log
     (``start``), the surface node it replaces from (``replace_seq``, to the
-    end; ``None``: appended), and the first message that differed from the
-    log (``changed``; ``None``: the request extends the log)."""
+    end; ``None``: appended), the first message that differed from the
+    log (``changed``; ``None``: the request extends the log), and how many
+    leading messages are known to be equal to the log's (``equal``, at most
+    all that are: see :class:`Compared`)."""
 
     start: int
     replace_seq: int | None
     changed: int | None
+    equal: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """A session's last comparison: ``messages[:count]`` (a client's list)
+    equal the first ``count`` messages of the session's history, which stay
+    as they were while no replace bumps the surface's ``generation``. A
+    client resends its history, and the proxy's translator hands the next
+    request the same message objects for the part it extends (``_translate``),
+    so that part compares equal by identity, in C, instead of value by value
+    with the log's messages: a request then costs what is new, not the history."""
+
+    messages: Sequence[FrozenDict]
+    count: int
+    generation: int
+
+    def prefix(self, client: Sequence[FrozenDict], limit: int, generation: int) -> int:
+        """How many leading ``client`` messages (at most ``limit``) are known to
+        equal the history's (0 when the surface was replaced since)."""
+        n = min(self.count, limit)
+        if not n or generation != self.generation:
+            return 0
+        return n if client[:n] == self.messages[:n] else 0
 
 
 def plan_messages(
     history: History,
     client: Sequence[FrozenDict],
     same: Callable[[FrozenDict, FrozenDict], bool],
+    compared: Compared | None = None,
+    generation: int = 0,
 ) -> Plan:
-    """Compare the log's history with the client's messages, in order."""
+    """Compare the log's history with the client's messages, in order; the
+    part ``compared`` (at the surface's ``generation``) vouches for is not
+    compared again."""
     logged, sent = len(history), len(client)
     messages = history.messages
-    j = 0
     limit = min(logged, sent)
-    if messages[:limit] == client[:limit]:  # the usual case, compared in C
+    j = compared.prefix(client, limit, generation) if compared is not None else 0
+    if messages[j:limit] == client[j:limit]:  # the usual case, compared in C
         j = limit
+    equal = j
     while j < limit and same(messages[j], client[j]):
         j += 1
     if j == logged:
-        return Plan(start=logged, replace_seq=None, changed=None)
+        return Plan(start=logged, replace_seq=None, changed=None, equal=equal)
     if not sent:
         raise ProxyError(
             "the request has no messages but its session has a history; the log cannot "
@@ -90,7 +121,7 @@ def plan_messages(
     k = min(j, sent - 1)
     while k > 0 and client[k]["role"] == "tool":
         k -= 1
-    return Plan(start=k, replace_seq=history.seqs[k], changed=j)
+    return Plan(start=k, replace_seq=history.seqs[k], changed=j, equal=equal)
 
 
 def unanswered_calls(

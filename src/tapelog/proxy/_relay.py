@@ -171,7 +171,8 @@ class Relay:
         """The upstream's bytes as they arrive, each logged before it is yielded.
 
         The piece that ends the answer (``[DONE]``, ``message_stop``) is passed
-        on only after the turn's end is logged and durable: a client that has
+        on only after the turn's end is logged and written (a killed proxy
+        keeps it; it is synced right after, ``_turn_end``): a client that has
         the whole answer is never ahead of the log.
         """
         try:

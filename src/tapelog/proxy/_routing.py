@@ -2,8 +2,10 @@
 
 A request that names its session (``explicit``) gets that one, opened or
 created. Any other is matched against the conversation index (``_index``),
-brought up to date from the store first, so a replica routes a request by what
-every replica recorded: **extend**, **retry** or **edit** open the matched session,
+brought up to date from the store first (after this replica's turn ends under
+way are done, ``Sessions.settled``: their clients may already have the
+answers), so a replica routes a request by what every replica recorded:
+**extend**, **retry** or **edit** open the matched session,
 **fork** seeds a new one at the matched point, **new** creates one. A
 Responses request that continues a logged response (``previous_response_id``)
 **continues** the session whose last turn logged it, when that session is idle
@@ -96,6 +98,7 @@ class Router:
 
         attempts = 0
         while attempts < _ATTEMPTS:
+            await sessions.settled()
             await sessions.refresh()
             match: Match = sessions.index.match(chain, keys, busy, self._fits(who))
             point = match.point
@@ -145,6 +148,7 @@ class Router:
         sessions = self.sessions
         loop = asyncio.get_running_loop()
         while True:
+            await sessions.settled()
             await sessions.refresh()
             point = sessions.index.continued(response_id)
             if point is None or sessions.busy(point.session_id):

@@ -8,7 +8,8 @@ wire's per-node byte cache and the session's prefix chain. A state's ``lock``
 is held for the whole of one request, from matching to the answer's last
 event, and the store's write lock with it: that is the per-session lock that
 keeps two requests, on this replica or any other, from ever writing one
-session at once. When the turn's end is durable, :meth:`Sessions.release`
+session at once. When the turn's end is durable (synced just after the
+client got the answer's end: ``_turn_end``), :meth:`Sessions.release`
 records the session's new point in the store's conversation index and closes
 the writer, so the next request of the conversation may go to any replica.
 
@@ -25,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tapelog.checker._api import RequestChecker
 from tapelog.llm._api import BodyCache
@@ -45,12 +46,17 @@ from tapelog.proxy._keys import SurfaceChain, loose_key
 from tapelog.store import SessionStore, SessionWriter
 from tapelog.store._api import PointRecord
 
+if TYPE_CHECKING:
+    from tapelog.proxy._exchange import Compared
+
 __all__ = ["PROXY_PREFIX", "SessionState", "Sessions"]
 
 PROXY_PREFIX = "proxy-"
 """The id prefix of the sessions the proxy creates (what :meth:`Sessions.scan` reads)."""
 
 _log = logging.getLogger("tapelog.proxy")
+
+T = TypeVar("T")
 
 _POINTS = frozenset({"turn/end", "session/end-seed"})
 """The events after which a session's history is a point a request may continue."""
@@ -70,6 +76,8 @@ class SessionState:
     turn: int = 0
     pending: dict[str, int | None] = field(default_factory=dict)
     """Tool calls of the last answer that no logged result answers yet."""
+    compared: Compared | None = None
+    """What the last request's messages were found equal to (``_exchange``)."""
 
     def __post_init__(self) -> None:
         self.recorder = HeaderRecorder(self.session)
@@ -130,6 +138,7 @@ class Sessions:
         self._open: dict[str, SessionState] = {}
         self._parked: dict[str, SessionState] = {}  # released by this replica, newest last
         self._claimed: set[str] = set()  # being opened or created right now
+        self._closing: set[asyncio.Task[None]] = set()  # turn ends after the answer
         self.points = store.point_log()
         self._position = 0  # in the store's point log: what the index holds
         self._refreshing = asyncio.Lock()
@@ -138,6 +147,21 @@ class Sessions:
         """Whether a request holds the session (or is opening it) now."""
         state = self._open.get(session_id)
         return session_id in self._claimed or (state is not None and state.lock.locked())
+
+    def closing(self, task: asyncio.Task[None]) -> None:
+        """Keep track of a turn's end that goes on after its answer reached the
+        client (``_turn_end``: the sync, the point, the release) until it is done."""
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def settled(self) -> None:
+        """Wait for the turn ends under way now (:meth:`closing`): a request is
+        matched only once the turns its client has seen end are recorded in the
+        index and their sessions released, as if they had ended before the
+        answers did."""
+        pending = set(self._closing)
+        if pending:
+            await asyncio.wait(pending)
 
     def claim(self, session_id: str) -> None:
         """Mark a session as being opened (see :meth:`busy`) until :meth:`unclaim`."""
@@ -209,17 +233,32 @@ class Sessions:
         return self._state(session, self.store.create(session))
 
     async def open(self, session_id: str) -> SessionState:
-        """The open state of a stored session (opened for writing now if needed)."""
+        """The open state of a stored session (opened for writing now if needed).
+        A state this replica parked is taken back inline when the store's small
+        operations are (``SessionStore.quick_io``): a few system calls."""
         state = self.get(session_id)
         if state is not None:
             return state
         parked = self._parked.pop(session_id, None)
+        if parked is not None and self.store.quick_io:
+            writer = self.store.reattach(parked.writer)
+            if writer is not None:
+                parked.writer = writer
+                return self._install(parked)
+            parked = None  # not as it left it: open() loads the log
         self.claim(session_id)
         try:
             state = await asyncio.to_thread(self._reopen, session_id, parked)
         finally:
             self.unclaim(session_id)
         return self._install(state)
+
+    async def quick(self, call: Callable[[], T]) -> T:
+        """Run a small store operation (``SessionStore.quick_io``): inline where
+        it is a few system calls on local files, else in a thread."""
+        if self.store.quick_io:
+            return call()
+        return await asyncio.to_thread(call)
 
     async def create(
         self,
@@ -266,7 +305,8 @@ class Sessions:
     async def refresh(self) -> int:
         """Fold the store's records this replica has not seen into the index; how many."""
         async with self._refreshing:
-            records, position = await asyncio.to_thread(self.points.read, self._position)
+            position = self._position
+            records, position = await self.quick(lambda: self.points.read(position))
             for record in records:
                 self.index.apply(record)
             self._position = position

@@ -6,11 +6,29 @@ so the bookkeeping that must happen exactly once per turn lives in one
 place, apart from the app's routing and sending (``_app``): the flush, the
 session's point in the store's index, the lock's release, the console
 summary, and (``watch_cache``) the cache audit's line for a broken prefix.
+
+An answered turn costs its client one write, not a sync: its events are
+written before the answer's end reaches the client (a proxy killed after
+that loses none of them: the operating system holds the bytes), and made
+durable after, off the client's wait, with the rest of the bookkeeping.
+The session's lock is held until then, and the router waits for every turn
+end under way before it matches a request (``Sessions.settled``), so the
+next request of the conversation finds the turn synced, its point recorded
+and its session released, exactly as if all of it had happened before the
+answer's end; its own flush comes before its send. Only a power loss in
+between can take the turn's end back, and then load repairs the turn as
+interrupted (docs/proxy.md, "Durability and latency"). With a store whose
+every write is durable (``SessionStore.syncs_later`` off: PostgreSQL) there
+is no sync to move, and the whole turn end comes before the answer's end, so
+that replicas on other machines find the session released and indexed as
+soon as the client can send its next request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -19,8 +37,11 @@ from tapelog.llm._api import usage_prompt_tokens
 from tapelog.proxy._exchange import Exchange
 from tapelog.proxy._sessions import Sessions, SessionState
 from tapelog.proxy._summary import RequestSummary, header_changes
+from tapelog.store._api import PointRecord
 
 __all__ = ["TurnEnd"]
+
+_log = logging.getLogger("tapelog.proxy")
 
 
 class TurnEnd:
@@ -43,34 +64,70 @@ class TurnEnd:
         self._max_watches = max_watches
 
     async def done(self, exchange: Exchange, aborted: bool, status: int = 200) -> None:
-        """A turn ended: make it durable, record its point in the store's index,
-        release the session (its writer closed: any replica may take the next
-        request), report. The client gets the answer's end only after this.
+        """A turn ended: report it and write it; then (off the client's wait, see
+        the module docstring) make it durable, record its point in the store's
+        index and release the session (its writer closed: any replica may take
+        the next request). The client gets the answer's end only after the
+        write.
 
-        The lock is released and the line reported even if the wait is
-        cancelled (the client left): the flush and the release still complete.
-        A failed flush keeps the session open, its events buffered for the next.
+        A turn the client left (``aborted``) is closed at once, without an
+        await a second cancellation could cut short. A cancelled wait (the
+        client left during the write) still closes the turn.
         """
-        state = exchange.state
         summary = _summary(exchange, status)
-        point = self.sessions.point_of(state)
-
-        def release() -> None:
-            state.writer.flush()
-            self.sessions.release(state, point)
-
         if self.watch_cache:
-            summary = replace(summary, cache_break=self._cache_break(state))
+            summary = replace(summary, cache_break=self._cache_break(exchange.state))
+        state = exchange.state
+        if aborted:
+            self._close(state, summary)
+            return
+        if not self.sessions.store.syncs_later:
+            # Every write is durable (PostgreSQL): no sync to move off the
+            # client's wait, and replicas on other machines find the session
+            # released and indexed as soon as the client has its answer.
+            try:
+                point = self.sessions.point_of(state)
+                await asyncio.shield(asyncio.to_thread(self._release, state, point))
+            finally:
+                self._settle(state)
+                self.report(summary)
+            return
         try:
-            if aborted:
-                release()  # no await a second cancellation could cut short
-            else:
-                await asyncio.shield(asyncio.to_thread(release))
+            flush = functools.partial(state.writer.flush, sync=False)
+            await asyncio.shield(self.sessions.quick(flush))
         finally:
-            self.sessions.settle(state)
-            if state.lock.locked():
-                state.lock.release()
             self.report(summary)
+            self.sessions.closing(asyncio.ensure_future(self._close_later(state)))
+
+    async def _close_later(self, state: SessionState) -> None:
+        """The rest of :meth:`done`, after the answer's end reached the client. A
+        failed flush keeps the session open, its events buffered for the next
+        request (the console says so: the client has its answer)."""
+        try:
+            point = self.sessions.point_of(state)
+            await asyncio.to_thread(self._release, state, point)
+        except Exception as exc:
+            _log.warning("ending the turn of session %s failed: %s", state.id, exc)
+        finally:
+            self._settle(state)
+
+    def _close(self, state: SessionState, summary: RequestSummary) -> None:
+        """All of :meth:`done` at once (blocking I/O); a failed flush raises, the
+        session kept open with its events buffered for the next request."""
+        try:
+            self._release(state, self.sessions.point_of(state))
+        finally:
+            self._settle(state)
+            self.report(summary)
+
+    def _release(self, state: SessionState, point: PointRecord | None) -> None:
+        state.writer.flush()  # syncs what was written for the client's sake
+        self.sessions.release(state, point)
+
+    def _settle(self, state: SessionState) -> None:
+        self.sessions.settle(state)
+        if state.lock.locked():
+            state.lock.release()
 
     def _cache_break(self, state: SessionState) -> str | None:
         """The cache audit's line for the request that just ended, if its

@@ -36,6 +36,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import ClassVar
 
 from tapelog._errors import StoreError, UnstoredEventsError
 from tapelog.log._api import Event, Session
@@ -80,6 +81,7 @@ class SessionWriter(ABC):
         self._hash = hashlib.sha256(stored)  # of every stored byte, header line included
         self._stored_bytes = len(stored)
         self._stored_events = len(session)
+        self._unsynced = False  # written by flush(sync=False), not yet synced
         self.warnings = warnings
         """Sentences about what opening had to repair (e.g. a dropped torn tail)."""
         self._unsubscribe: Callable[[], None] = session.subscribe(self._on_event)
@@ -106,12 +108,19 @@ class SessionWriter(ABC):
     def closed(self) -> bool:
         return self._closed
 
-    def flush(self) -> None:
+    def flush(self, *, sync: bool = True) -> None:
         """Write every buffered event durably, closed by a ``log/digest`` event.
 
         Safe while other threads append: what they append during the write
         waits for the next flush. On failure nothing of this flush is stored
         and the events stay buffered, in order, for the next flush.
+
+        ``sync=False`` writes without waiting for the disk: the events then
+        survive the process (a kill, a crash of the program: the operating
+        system holds the bytes) but not yet a power loss, until the next
+        flush, :meth:`sync` or :meth:`close` syncs them (with a backend whose
+        every write is durable, such as PostgreSQL, it is the same write). A
+        flush with nothing buffered still syncs what such a write left.
         """
         with self._flushing:
             if self._closed:
@@ -119,9 +128,16 @@ class SessionWriter(ABC):
                     f"the writer of session {self.session_id} is closed; "
                     "open the session again to append to it"
                 )
-            self._flush()
+            self._flush(sync=sync)
 
-    def _flush(self, *, always: bool = False) -> None:
+    def sync(self) -> None:
+        """Make durable what ``flush(sync=False)`` wrote (nothing to do otherwise)."""
+        self.flush()
+
+    def _flush(self, *, always: bool = False, sync: bool = True) -> None:
+        if sync and self._unsynced and not self._pending and not always:
+            self._sync()  # outside the session's lock: appends go on meanwhile
+            self._unsynced = False
         session = self._session
         with session.locked():
             lines = self._pending
@@ -142,11 +158,15 @@ class SessionWriter(ABC):
             lines += self._pending  # the digest's line
             self._pending = []
         try:
-            self._write(lines)
+            if sync:
+                self._write(lines)  # syncs what an unsynced write left too
+            else:
+                self._write_unsynced(lines)
         except BaseException:
             with session.locked():
                 self._pending[:0] = lines
             raise
+        self._unsynced = not sync
         last = lines[-1] + b"\n"
         digest.update(last)
         self._hash = digest
@@ -245,6 +265,17 @@ class SessionWriter(ABC):
         :class:`StoreError` leaving the stored log as it was (its message ends
         with :meth:`_unwritten`)."""
 
+    def _write_unsynced(self, lines: builtins.list[bytes]) -> None:
+        """Append ``lines`` as :meth:`_write` does, without waiting for the disk
+        where the backend can (:meth:`_sync` finishes it). By default, :meth:`_write`."""
+        self._write(lines)
+
+    def _sync(self) -> None:
+        """Make what :meth:`_write_unsynced` appended durable, or raise
+        :class:`StoreError` (it stays written, and is synced again next time).
+        By default nothing: every :meth:`_write_unsynced` was a durable write."""
+        return
+
     @abstractmethod
     def _release(self) -> None:
         """Release the write lock and any handles (called once, by ``close``)."""
@@ -267,6 +298,17 @@ def os_error_advice(exc: OSError) -> str:
 
 class SessionStore(ABC):
     """A place sessions are kept. See the module docstring for the rules."""
+
+    quick_io: ClassVar[bool] = False
+    """Whether this store's small operations (a writer's ``flush(sync=False)``,
+    :meth:`reattach`, reading the point log's new records) are system calls on
+    local files, which an event loop runs faster inline than through a thread
+    (JSONL); ``False`` where they may wait on a network (PostgreSQL)."""
+
+    syncs_later: ClassVar[bool] = False
+    """Whether a writer's ``flush(sync=False)`` leaves a sync to do later (JSONL:
+    the ``fsync``); ``False`` where every write is durable when it returns
+    (PostgreSQL's commit), so there is no disk wait to move anywhere."""
 
     @abstractmethod
     def create(self, session: Session, *, reservation: Reservation | None = None) -> SessionWriter:

@@ -135,10 +135,10 @@ class JsonlWriter(SessionWriter):
         self._lock = lock
         super().__init__(session, warnings=warnings, stored=stored)
 
-    def _write(self, lines: builtins.list[bytes]) -> None:
+    def _write(self, lines: builtins.list[bytes], *, sync: bool = True) -> None:
         data = b"\n".join(lines) + b"\n"
         try:
-            _write_all(self._fd, data)
+            (_write_all if sync else _write_unsynced)(self._fd, data)
         except OSError as exc:
             # Cut what a partial write left, so the file still ends on a whole line.
             with contextlib.suppress(OSError):
@@ -150,6 +150,19 @@ class JsonlWriter(SessionWriter):
                 os_error_advice(exc),
             ) from exc
         self._size += len(data)
+
+    def _write_unsynced(self, lines: builtins.list[bytes]) -> None:
+        self._write(lines, sync=False)
+
+    def _sync(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise StoreError(
+                f"could not sync session {self.session_id} to {self.path}: "
+                f"{exc.strerror or exc}; its last events are written but may not survive "
+                f"a power loss. {os_error_advice(exc)}, then flush again"
+            ) from None
 
     @property
     def size(self) -> int:
@@ -165,6 +178,9 @@ class JsonlWriter(SessionWriter):
 
 class JsonlStore(SessionStore):
     """Sessions as ``<root>/<id>.jsonl`` files (nothing is created until needed)."""
+
+    quick_io = True
+    syncs_later = True
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
@@ -477,11 +493,16 @@ def _exists(session_id: str, root: Path) -> SessionExistsError:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    """Write every byte (``os.write`` may write less) and fsync."""
+    """Write every byte and fsync."""
+    _write_unsynced(fd, data)
+    os.fsync(fd)
+
+
+def _write_unsynced(fd: int, data: bytes) -> None:
+    """Write every byte (``os.write`` may write less)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-    os.fsync(fd)
 
 
 def _fsync_dir(path: Path) -> None:
