@@ -26,25 +26,20 @@ from contextlib import contextmanager
 from typing import Any
 
 from tapelog._errors import EventError, LogError, ReentrantAppendError
-from tapelog.log._canonical import encode_trusted
 from tapelog.log._events import (
     PACKED_TYPES,
-    SURFACE_TYPES,
     Event,
     PackedEvent,
     check_packed,
-    check_payload,
     event_from_json,
-    exact_bytes,
-    pack_event,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._fork import fork_session
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze
-from tapelog.log._header import EpochHeader, fold_header_event
+from tapelog.log._freeze import FrozenDict
+from tapelog.log._header import EpochHeader
 from tapelog.log._rules import LogRules
+from tapelog.log._session_check import check_event, packed
 from tapelog.log._session_info import RunClaim, SessionEvents, SessionInfo, new_session_id
-from tapelog.log._surface import parse_surface_op
 
 __all__ = ["Listener", "RuleBreaks", "Session"]
 
@@ -58,14 +53,6 @@ _thread_id = threading.get_ident
 
 def _now_ms() -> int:
     return _time.time_ns() // 1_000_000
-
-
-def _packed(event: Event) -> Event:
-    """A validated event of :data:`PACKED_TYPES`, kept as its line (:class:`PackedEvent`)."""
-    if type(event) is PackedEvent or event.surface_op is not None:
-        return event
-    envelope = event.to_json()
-    return pack_event(envelope, exact_bytes(encode_trusted(envelope)), checked=True)
 
 
 class Session:
@@ -253,7 +240,7 @@ class Session:
             source_seqs=source_seqs,
         )
         if type in PACKED_TYPES:
-            event = _packed(event)
+            event = packed(event)
         self._appended = True
         self._commit(event, header, frozen)
         self._publish(event)
@@ -279,62 +266,18 @@ class Session:
         source_seqs: Any,
         event: Event | None = None,
     ) -> tuple[Event, EpochHeader | None, FrozenDict]:
-        """Check one event against the log so far (payload, surface op, header
-        fold, then the structural rules); return it with the header after it
-        and its payload.
-
-        ``event`` is the already-built event when replaying; it is returned as
-        it is when it passes (no second copy on the load path).
-        """
-        if not isinstance(etype, str):
-            raise EventError(f"event type must be a string, got {etype!r}")
-        if type(data) is not FrozenDict and not isinstance(data, Mapping):
-            raise EventError(f"{etype}: data must be a JSON object")
-        frozen = freeze(data, path="data")
-        check_payload(etype, frozen)
-        is_surface = etype in SURFACE_TYPES
-        if is_surface and surface_op is None:
-            raise EventError(f"{etype} is a surface event and needs a surface_op")
-        if not is_surface and surface_op is not None:
-            raise EventError(f"{etype} is not a surface event and must not carry a surface_op")
-        if not is_surface and source_seqs is not None:
-            raise EventError(f"{etype} is not a surface event and must not carry source_seqs")
-        op = None
-        if is_surface:
-            op = parse_surface_op(surface_op)
-            self._surface.check(
-                op, etype, frozen, lambda s: (self._events[s].type, self._events[s].data)
-            )
-        seqs: FrozenList | None = None
-        if source_seqs is not None:
-            seqs = (
-                source_seqs
-                if type(source_seqs) is FrozenList
-                else freeze(list(source_seqs), path="source_seqs")
-            )
-            for s in seqs:
-                if type(s) is not int or not 0 <= s < seq:
-                    raise EventError(
-                        f"{etype}: source_seqs must name earlier events, got {s!r} at seq {seq}"
-                    )
-        header_after = self._fold.header
-        if etype in ("request/header", "request/header-delta"):
-            probe = Event(seq=seq, time=time, type=etype, data=frozen)
-            header_after = fold_header_event(header_after, probe)
-        if not (
-            event is not None
-            and event.data is frozen
-            and event.source_seqs is seqs
-            and (surface_op is None or type(surface_op) is str or type(surface_op) is FrozenDict)
-        ):
-            event = Event(
-                seq=seq,
-                time=time,
-                type=etype,
-                data=frozen,
-                surface_op=None if surface_op is None else freeze(surface_op, path="surface_op"),
-                source_seqs=seqs,
-            )
+        """Check one event against the log so far (:func:`check_event`, then the
+        structural rules); return it with the header after it and its payload."""
+        event, header_after, frozen = check_event(
+            self._fold,
+            seq=seq,
+            time=time,
+            etype=etype,
+            data=data,
+            surface_op=surface_op,
+            source_seqs=source_seqs,
+            event=event,
+        )
         self._check_rules(event, frozen)
         return event, header_after, frozen
 
@@ -419,7 +362,7 @@ class Session:
         except LogError as exc:
             raise type(exc)(f"seq {event.seq}: {exc}") from None
         if checked.type in PACKED_TYPES:
-            checked = _packed(checked)
+            checked = packed(checked)
         self._commit(checked, header, frozen)
 
     # --- projection ----------------------------------------------------------
