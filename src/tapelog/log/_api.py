@@ -3,7 +3,7 @@ freezes, the folds, the session's building blocks (docs/architecture.md, "Public
 internal names"). The root package publishes the log's user-facing types from here.
 """
 
-from tapelog.log._canonical import encode_sorted_trusted, encode_str, encode_trusted
+from tapelog.log._canonical import decode_raw, encode_sorted_trusted, encode_str, encode_trusted
 from tapelog.log._events import (
     SESSION_FORMAT_VERSION,
     Event,
@@ -66,6 +66,7 @@ __all__ = [
     "canonical_header",
     "chunk_kind",
     "concat_frozen",
+    "decode_raw",
     "derive_event_message",
     "diff_header",
     "encode_sorted_trusted",

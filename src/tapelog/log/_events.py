@@ -16,7 +16,7 @@ from typing import Any, Final
 from tapelog._errors import EventError
 from tapelog.log._canonical import decode, encode, encode_trusted
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_decoded
-from tapelog.log._payloads import check_blocks, check_payload
+from tapelog.log._payloads import check_blocks, check_payload, chunk_shape_ok
 
 __all__ = [
     "EVENT_TYPES",
@@ -30,9 +30,11 @@ __all__ = [
     "check_packed",
     "check_payload",
     "chunk_kind",
+    "chunk_shape_ok",
     "event_from_json",
     "event_from_line",
     "exact_bytes",
+    "mark_checked",
     "pack_chunk",
     "pack_event",
 ]
@@ -191,10 +193,14 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     _set_source_seqs(event, None)
     _set_line(event, line)
     _set_unchecked(event, None if checked else data)
-    chunk = data.get("chunk") if etype == "assistant/chunk" else None
-    kind = chunk.get("kind") if isinstance(chunk, Mapping) else None
-    kind = kind if isinstance(kind, str) else ""
-    _set_kind(event, _KINDS.setdefault(kind, kind))
+    kind = ""
+    if etype == "assistant/chunk":
+        chunk = data.get("chunk")
+        # JSON objects here are dicts (decoded) or FrozenDicts (a to_json()).
+        found = chunk.get("kind") if isinstance(chunk, dict) else None
+        if type(found) is str:
+            kind = _KINDS.setdefault(found, found)
+    _set_kind(event, kind)
     return event
 
 
@@ -216,7 +222,12 @@ def check_packed(event: PackedEvent) -> None:
     pending = event._unchecked
     if pending is not None:
         check_payload(event.type, pending)
-        object.__setattr__(event, "_unchecked", None)
+        _set_unchecked(event, None)
+
+
+def mark_checked(event: PackedEvent) -> None:
+    """Let go of the payload a packed event was built with: the caller checked it."""
+    _set_unchecked(event, None)
 
 
 pack_chunk = pack_event

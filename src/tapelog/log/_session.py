@@ -31,7 +31,9 @@ from tapelog.log._events import (
     Event,
     PackedEvent,
     check_packed,
+    chunk_shape_ok,
     event_from_json,
+    mark_checked,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._fork import fork_session
@@ -414,11 +416,32 @@ class Session:
             seed_length=seed_length,
         )
         session._rule_breaks = rule_breaks
-        for i, raw in enumerate(events):
-            event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
-            session._replay(event)  # no other thread knows the new session yet
+        session._replay_many(events)  # no other thread knows the new session yet
         session._rule_breaks = None
         return session
+
+    def _replay_many(self, events: Iterable[Event | Mapping[str, Any]]) -> None:
+        """:meth:`_replay` each event; a packed ``assistant/chunk`` that a load
+        just decoded (half of a log's events) is checked inline: its payload's
+        common shape and :meth:`LogRules.passes_chunk`, the same rules in fewer
+        calls, since a chunk touches neither the surface, the header nor the
+        structural state. Anything else takes the full path."""
+        log = self._events
+        rules = self._rules
+        for i, raw in enumerate(events):
+            event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
+            if type(event) is PackedEvent and event.type == "assistant/chunk":
+                data = event._unchecked
+                if (
+                    data is not None
+                    and event.seq == len(log)
+                    and chunk_shape_ok(data)
+                    and rules.passes_chunk(event.seq, data)
+                ):
+                    mark_checked(event)
+                    log.append(event)
+                    continue
+            self._replay(event)
 
     @classmethod
     def from_info(

@@ -38,6 +38,7 @@ from tapelog.log._api import (
     RuleBreaks,
     Session,
     SessionInfo,
+    decode_raw,
     encode_trusted,
     event_from_json,
     event_from_line,
@@ -54,6 +55,7 @@ __all__ = [
     "scan_jsonl",
 ]
 
+_NOT_JSON: Final = object()  # what a line that is not JSON decodes to in the hot loop
 _HEADER_KEYS: Final = ("format_version", "id", "created", "cwd", "parent", "seed_length")
 
 
@@ -259,24 +261,35 @@ def scan_jsonl(
     digests = _DigestChain(data, seed)
     offset = len(lines[0]) + 1  # where line 2 starts
     prefix_ok = not scan.problems
-    for index, raw in enumerate(lines[1:]):
-        number = index + 2
-        start = offset
-        offset += len(raw) + 1
+    events, spaced = scan.events, scan.spaced
+    # The hot loop of every load: one decode, one re-encode to prove the line
+    # canonical, one envelope check (`event_from_line`) per line, inlined;
+    # anything off that path takes `_parse_line_checked`, which says why.
+    for number, raw in enumerate(lines[1:], 2):
         try:
-            event, obj = _parse_line(raw, number, scan.spaced)
-        except CorruptLogError as exc:
-            prefix_ok = False
-            if problem(number, number - 2, exc):  # line n holds seq n - 2
-                return scan
-            continue
+            obj = decode_raw(raw)
+        except ValueError:
+            obj = _NOT_JSON
+        event = None
+        if obj is not _NOT_JSON and encode_trusted(obj) == raw:
+            event = event_from_line(obj, raw)
+        if event is None:
+            try:
+                event, obj = _parse_line_checked(raw, number, spaced)
+            except CorruptLogError as exc:
+                offset += len(raw) + 1
+                prefix_ok = False
+                if problem(number, number - 2, exc):  # line n holds seq n - 2
+                    return scan
+                continue
         if prefix_ok:
-            scan.events.append(event)
+            events.append(event)
         digests.after += 1
         if event.type == "log/digest":
-            error = digests.check(event.seq, obj["data"], number, start)
+            error = digests.check(event.seq, obj["data"], number, offset)
             if error is not None and problem(number, number - 2, error):
                 return scan
+        offset += len(raw) + 1
     scan.last_digest = digests.last
     scan.last_digest_line = digests.last_line
     if digests.last_line is not None:
@@ -343,22 +356,8 @@ class _DigestChain:
         return "anywhere before it (no earlier digest of the session matches)"
 
 
-def _parse_line(raw: bytes, number: int, spaced: list[int]) -> tuple[Event, Any]:
-    """The event of one line, and the JSON it was decoded from."""
-    try:
-        obj = decode(raw)
-    except JsonValueError:
-        pass
-    else:  # the common case: a canonical line with a well-formed envelope
-        if encode_trusted(obj) == raw:
-            event = event_from_line(obj, raw)
-            if event is not None:
-                return event, obj
-    return _parse_line_checked(raw, number, spaced)
-
-
 def _parse_line_checked(raw: bytes, number: int, spaced: list[int]) -> tuple[Event, Any]:
-    """:func:`_parse_line` the long way, for a line off the fast path: spaced,
+    """The event of a line off the fast path of :func:`scan_jsonl`: spaced,
     not canonical, or not valid (then it says why, naming the line)."""
     where = f"line {number}"
     try:
