@@ -145,28 +145,38 @@ back rarely. Chunks above all: one per streamed piece."""
 
 
 class PackedEvent(Event):
-    """An event kept as its canonical log line, its ``data`` decoded on access.
+    """An event kept as the canonical bytes of its payload, ``data`` decoded on access.
 
-    A session keeps every event of :data:`PACKED_TYPES` this way: the bytes it
-    is written as take about a third of the memory of the decoded objects. It
-    is an :class:`Event` in every way that can be observed: ``data`` (a fresh
-    frozen copy on each access), equality, ``encode()``. Build one with
-    :func:`pack_event`, which validates the payload first.
+    A session keeps every event of :data:`PACKED_TYPES` this way: the bytes take
+    about a third of the memory of the decoded objects. Only the payload's
+    bytes are kept: the rest of the line (``{"seq":..,"time":..,"type":"..",
+    "data":`` and the closing brace) is the same canonical text for every such
+    event, rebuilt by :meth:`encode` from the fields. It is an :class:`Event`
+    in every way that can be observed: ``data`` (a fresh frozen copy on each
+    access), equality, ``encode()``. Build one with :func:`pack_event`, which
+    validates the payload first.
     """
 
-    __slots__ = ("_kind", "_line", "_unchecked")
+    __slots__ = ("_data", "_kind", "_unchecked")
 
-    _line: bytes
+    _data: bytes
     _kind: str
     _unchecked: Mapping[str, Any] | None
 
     @property
     def data(self) -> FrozenDict:
-        decoded: FrozenDict = freeze_decoded(decode(self._line)["data"])
+        decoded: FrozenDict = freeze_decoded(decode(self._data))
         return decoded
 
     def encode(self) -> bytes:
-        return self._line
+        # The envelope of a packed event has four keys in this order, two ints
+        # and a type from PACKED_TYPES (plain ASCII): its canonical text is this.
+        return b'{"seq":%d,"time":%d,"type":"%s","data":%s}' % (
+            self.seq,
+            self.time,
+            _TYPE_BYTES[self.type],
+            self._data,
+        )
 
 
 PackedChunk = PackedEvent
@@ -191,7 +201,10 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     _set_type(event, _TYPES[etype])
     _set_surface_op(event, None)
     _set_source_seqs(event, None)
-    _set_line(event, line)
+    # The payload's bytes: from the envelope's own ``,"data":`` (the first in
+    # the line: seq and time are ints and a packed type has no comma) to the
+    # closing brace.
+    _set_data(event, line[line.index(b',"data":') + 8 : -1])
     _set_unchecked(event, None if checked else data)
     kind = ""
     if etype == "assistant/chunk":
@@ -212,7 +225,7 @@ _set_time = Event.__dict__["time"].__set__
 _set_type = Event.__dict__["type"].__set__
 _set_surface_op = Event.__dict__["surface_op"].__set__
 _set_source_seqs = Event.__dict__["source_seqs"].__set__
-_set_line = PackedEvent.__dict__["_line"].__set__
+_set_data = PackedEvent.__dict__["_data"].__set__
 _set_unchecked = PackedEvent.__dict__["_unchecked"].__set__
 _set_kind = PackedEvent.__dict__["_kind"].__set__
 
@@ -233,6 +246,7 @@ def mark_checked(event: PackedEvent) -> None:
 pack_chunk = pack_event
 
 _TYPES: Final = {t: t for t in PACKED_TYPES}  # the shared string of each packed type
+_TYPE_BYTES: Final = {t: t.encode() for t in PACKED_TYPES}
 _KINDS: dict[str, str] = {}  # one string object per chunk kind, shared by every packed chunk
 
 

@@ -19,7 +19,6 @@ from tapelog.log._events import (
     Event,
     PackedEvent,
     check_payload,
-    exact_bytes,
     pack_event,
 )
 from tapelog.log._fold import LogFold
@@ -35,7 +34,7 @@ def packed(event: Event) -> Event:
     if type(event) is PackedEvent or event.surface_op is not None:
         return event
     envelope = event.to_json()
-    return pack_event(envelope, exact_bytes(encode_trusted(envelope)), checked=True)
+    return pack_event(envelope, encode_trusted(envelope), checked=True)
 
 
 def check_event(
