@@ -39,7 +39,12 @@ def test_an_appended_chunk_is_packed_and_reads_back_as_logged() -> None:
     session = Session()
     event = session.append("assistant/chunk", CHUNK)
     assert type(event) is PackedChunk
-    assert session.events[0] is event
+    read = session.events[0]  # made from the fold's record on each read
+    assert type(read) is PackedChunk
+    assert read == event
+    assert read.encode() == event.encode()
+    assert read.time == event.time
+    assert chunk_kind(read) == "text"
     assert event.data == CHUNK
     assert event.type == "assistant/chunk"
     assert chunk_kind(event) == "text"

@@ -9,6 +9,7 @@ docs/format.md is the catalog.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -34,9 +35,9 @@ __all__ = [
     "event_from_json",
     "event_from_line",
     "exact_bytes",
-    "mark_checked",
     "pack_chunk",
     "pack_event",
+    "unpack_record",
 ]
 
 SESSION_FORMAT_VERSION: Final = 0
@@ -145,28 +146,51 @@ back rarely. Chunks above all: one per streamed piece."""
 
 
 class PackedEvent(Event):
-    """An event kept as the canonical bytes of its payload, ``data`` decoded on access.
+    """An event of :data:`PACKED_TYPES` as a compact record, ``data`` decoded on access.
 
-    A session keeps every event of :data:`PACKED_TYPES` this way: the bytes take
-    about a third of the memory of the decoded objects. Only the payload's
-    bytes are kept: the rest of the line (``{"seq":..,"time":..,"type":"..",
-    "data":`` and the closing brace) is the same canonical text for every such
-    event, rebuilt by :meth:`encode` from the fields. It is an :class:`Event`
-    in every way that can be observed: ``data`` (a fresh frozen copy on each
-    access), equality, ``encode()``. Build one with :func:`pack_event`, which
-    validates the payload first.
+    A session's fold keeps such an event as its record alone (one ``bytes``:
+    type and chunk-kind codes, time, then the payload's canonical bytes) and
+    makes a :class:`PackedEvent` over it when the event is read
+    (:func:`unpack_record`): no object per event is held for the many small
+    events that shape no request. The rest of the line (``{"seq":..,
+    "time":..,"type":"..","data":`` and the closing brace) is the same
+    canonical text for every such event, rebuilt by :meth:`encode`. It is an
+    :class:`Event` in every way that can be observed: ``time`` and ``data``
+    (read from the record; ``data`` a fresh frozen copy on each access),
+    equality, ``encode()``;
+    reading one seq twice gives two equal objects, not one. Build one with
+    :func:`pack_event`, which validates the payload first.
     """
 
-    __slots__ = ("_data", "_kind", "_unchecked")
+    __slots__ = ("_record", "_unchecked")
 
-    _data: bytes
-    _kind: str
+    _record: bytes
     _unchecked: Mapping[str, Any] | None
+
+    # Never set on a packed event: read from the class (the slots stay empty).
+    surface_op = None
+    source_seqs = None
+
+    @property
+    def time(self) -> int:
+        record = self._record
+        if record[0] < 0x80:
+            time: int = _HEAD.unpack_from(record)[2]
+            return time
+        return int(record[2 : record.index(0, 2)])
+
+    @property
+    def _kind(self) -> str:
+        return _KIND_LIST[self._record[1]]
 
     @property
     def data(self) -> FrozenDict:
-        decoded: FrozenDict = freeze_decoded(decode(self._data))
+        decoded: FrozenDict = freeze_decoded(decode(self._payload()))
         return decoded
+
+    def _payload(self) -> bytes:
+        record = self._record
+        return record[10:] if record[0] < 0x80 else record[record.index(0, 2) + 1 :]
 
     def encode(self) -> bytes:
         # The envelope of a packed event has four keys in this order, two ints
@@ -175,12 +199,33 @@ class PackedEvent(Event):
             self.seq,
             self.time,
             _TYPE_BYTES[self.type],
-            self._data,
+            self._payload(),
         )
 
 
 PackedChunk = PackedEvent
 """The name of a packed event when it is an ``assistant/chunk``."""
+
+# A record is ``<type code><kind code><time: int64 LE><payload>``; a time
+# outside int64 (valid JSON all the same) is kept as ``<type code | 0x80><kind
+# code><time in decimal>\0<payload>`` (canonical JSON never holds a NUL byte).
+_HEAD: Final = struct.Struct("<BBq")
+_TYPE_LIST: Final = sorted(PACKED_TYPES)
+_TYPE_CODES: Final = {t: i for i, t in enumerate(_TYPE_LIST)}
+_TYPE_BYTES: Final = {t: t.encode() for t in PACKED_TYPES}
+_KIND_LIST: list[str] = [""]  # chunk kinds seen, by code; code 0: none, or too many kinds
+_KIND_CODES: dict[str, int] = {"": 0}
+_INT64: Final = range(-(2**63), 2**63)
+
+
+def _kind_code(kind: str) -> int:
+    code = _KIND_CODES.get(kind)
+    if code is None:
+        if len(_KIND_LIST) > 255:
+            return 0  # read back from the payload (chunk_kind)
+        code = _KIND_CODES[kind] = len(_KIND_LIST)
+        _KIND_LIST.append(kind)
+    return code
 
 
 def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) -> PackedEvent:
@@ -195,39 +240,48 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     """
     etype = obj["type"]
     data = obj["data"]
-    event = _new(PackedEvent)
-    _set_seq(event, obj["seq"])
-    _set_time(event, obj["time"])
-    _set_type(event, _TYPES[etype])
-    _set_surface_op(event, None)
-    _set_source_seqs(event, None)
-    # The payload's bytes: from the envelope's own ``,"data":`` (the first in
-    # the line: seq and time are ints and a packed type has no comma) to the
-    # closing brace.
-    _set_data(event, line[line.index(b',"data":') + 8 : -1])
-    _set_unchecked(event, None if checked else data)
-    kind = ""
+    kind = 0
     if etype == "assistant/chunk":
         chunk = data.get("chunk")
         # JSON objects here are dicts (decoded) or FrozenDicts (a to_json()).
         found = chunk.get("kind") if isinstance(chunk, dict) else None
         if type(found) is str:
-            kind = _KINDS.setdefault(found, found)
-    _set_kind(event, kind)
+            kind = _kind_code(found)
+    time = obj["time"]
+    # The payload's bytes: from the envelope's own ``,"data":`` (the first in
+    # the line: seq and time are ints and a packed type has no comma) to the
+    # closing brace.
+    payload = line[line.index(b',"data":') + 8 : -1]
+    if time in _INT64:
+        record = _HEAD.pack(_TYPE_CODES[etype], kind, time) + payload
+    else:
+        record = b"%c%c%d\0%s" % (_TYPE_CODES[etype] | 0x80, kind, time, payload)
+    event = _new(PackedEvent)
+    _set_seq(event, obj["seq"])
+    _set_type(event, _TYPE_LIST[record[0] & 0x7F])
+    _set_record(event, record)
+    _set_unchecked(event, None if checked else data)
     return event
 
 
-# A packed event is made per line of a load: its slots are set through their
-# descriptors directly (what object.__setattr__ would find, without the lookup).
+def unpack_record(seq: int, record: bytes) -> PackedEvent:
+    """The :class:`PackedEvent` at ``seq`` over its record (a fold's item)."""
+    event = _new(PackedEvent)
+    _set_seq(event, seq)
+    _set_type(event, _TYPE_LIST[record[0] & 0x7F])
+    _set_record(event, record)
+    _set_unchecked(event, None)
+    return event
+
+
+# A packed event is made per line of a load and per read of a fold: its slots
+# are set through their descriptors directly (what object.__setattr__ would
+# find, without the lookup).
 _new = object.__new__
 _set_seq = Event.__dict__["seq"].__set__
-_set_time = Event.__dict__["time"].__set__
 _set_type = Event.__dict__["type"].__set__
-_set_surface_op = Event.__dict__["surface_op"].__set__
-_set_source_seqs = Event.__dict__["source_seqs"].__set__
-_set_data = PackedEvent.__dict__["_data"].__set__
+_set_record = PackedEvent.__dict__["_record"].__set__
 _set_unchecked = PackedEvent.__dict__["_unchecked"].__set__
-_set_kind = PackedEvent.__dict__["_kind"].__set__
 
 
 def check_packed(event: PackedEvent) -> None:
@@ -238,16 +292,7 @@ def check_packed(event: PackedEvent) -> None:
         _set_unchecked(event, None)
 
 
-def mark_checked(event: PackedEvent) -> None:
-    """Let go of the payload a packed event was built with: the caller checked it."""
-    _set_unchecked(event, None)
-
-
 pack_chunk = pack_event
-
-_TYPES: Final = {t: t for t in PACKED_TYPES}  # the shared string of each packed type
-_TYPE_BYTES: Final = {t: t.encode() for t in PACKED_TYPES}
-_KINDS: dict[str, str] = {}  # one string object per chunk kind, shared by every packed chunk
 
 
 def exact_bytes(data: bytes) -> bytes:

@@ -33,7 +33,6 @@ from tapelog.log._events import (
     check_packed,
     chunk_shape_ok,
     event_from_json,
-    mark_checked,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._fork import fork_session
@@ -41,7 +40,7 @@ from tapelog.log._freeze import FrozenDict
 from tapelog.log._header import EpochHeader
 from tapelog.log._rules import LogRules
 from tapelog.log._session_check import check_event, packed
-from tapelog.log._session_info import RunClaim, SessionEvents, SessionInfo, new_session_id
+from tapelog.log._session_info import RunClaim, SessionInfo, new_session_id
 
 __all__ = ["Listener", "RuleBreaks", "Session"]
 
@@ -86,7 +85,7 @@ class Session:
         self._fold = LogFold()
         self._rules = LogRules(seed_length=seed_length)
         self._rule_breaks: RuleBreaks | None = None
-        self._events: list[Event] = self._fold.events
+        self._events: list[Event | bytes] = self._fold.items
         self._surface = self._fold.surface
         self._listeners: list[Listener] = []
         self._publishing = False
@@ -106,8 +105,10 @@ class Session:
 
     @property
     def events(self) -> Sequence[Event]:
-        """The events so far: a read-only live view (no copy; events are frozen)."""
-        return SessionEvents(self._fold.events)
+        """The events so far: a read-only live view (no copy; events are frozen).
+        An event of :data:`PACKED_TYPES` is made from its record on each read:
+        equal every time, not the same object."""
+        return self._fold.events
 
     @property
     def seq(self) -> int:
@@ -118,7 +119,7 @@ class Session:
         return len(self._events)
 
     def event(self, seq: int) -> Event:
-        return self._events[seq]
+        return self._fold.events[seq]
 
     @property
     def surface(self) -> list[int]:
@@ -438,8 +439,7 @@ class Session:
                     and chunk_shape_ok(data)
                     and rules.passes_chunk(event.seq, data)
                 ):
-                    mark_checked(event)
-                    log.append(event)
+                    log.append(event._record)
                     continue
             self._replay(event)
 

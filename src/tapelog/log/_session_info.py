@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from tapelog._errors import LogError
-from tapelog.log._events import Event
+from tapelog.log._events import Event, unpack_record
 
 __all__ = ["RunClaim", "SessionEvents", "SessionInfo", "new_session_id", "open_turn_at"]
 
@@ -50,15 +50,17 @@ def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
 
 
 class SessionEvents(Sequence[Event]):
-    """A read-only view of a session's event list; slicing returns a list copy.
+    """A read-only view of a session's events; slicing returns a list copy.
 
-    Only a :class:`Session` makes one, over events it validated: readers may
-    fold them without validating again.
+    Only a :class:`Session` (or its fold) makes one, over events it validated:
+    readers may fold them without validating again. A packed event is held as
+    its record and made into a :class:`PackedEvent` each time it is read (equal
+    each time, not the same object).
     """
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: list[Event]) -> None:
+    def __init__(self, items: list[Event | bytes]) -> None:
         self._items = items
 
     def __len__(self) -> int:
@@ -69,25 +71,39 @@ class SessionEvents(Sequence[Event]):
     @overload
     def __getitem__(self, index: slice) -> list[Event]: ...
     def __getitem__(self, index: int | slice) -> Event | list[Event]:
-        return self._items[index]
+        items = self._items
+        if isinstance(index, slice):
+            return [_event(items, seq) for seq in range(*index.indices(len(items)))]
+        item = items[index]
+        if isinstance(item, bytes):
+            return unpack_record(index if index >= 0 else index + len(items), item)
+        return item
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self._items)
+        for seq, item in enumerate(self._items):
+            yield unpack_record(seq, item) if isinstance(item, bytes) else item
 
     def __reversed__(self) -> Iterator[Event]:
-        return reversed(self._items)
+        items = self._items
+        for seq in range(len(items) - 1, -1, -1):
+            yield _event(items, seq)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SessionEvents):
-            return self._items == other._items
+            return self._items == other._items or list(self) == list(other)
         if isinstance(other, (list, tuple)):
-            return list(self._items) == list(other)
+            return list(self) == list(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"<{len(self._items)} events>"
+
+
+def _event(items: list[Event | bytes], seq: int) -> Event:
+    item = items[seq]
+    return unpack_record(seq, item) if isinstance(item, bytes) else item
 
 
 class RunClaim:
