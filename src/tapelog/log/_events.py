@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tapelog._errors import EventError
@@ -24,6 +24,7 @@ __all__ = [
     "PACKED_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
+    "UNPROJECTED",
     "Event",
     "PackedChunk",
     "PackedEvent",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 SESSION_FORMAT_VERSION: Final = 0
+
+UNPROJECTED: Final[Any] = type("Unprojected", (), {"__repr__": lambda self: "UNPROJECTED"})()
+"""What an event holds before its message is projected (``None`` is a result)."""
 
 SURFACE_TYPES: Final = frozenset(
     {"user/message", "context/message", "assistant/message", "tool/result"}
@@ -85,6 +89,9 @@ class Event:
     data: FrozenDict
     surface_op: str | FrozenDict | None = None
     source_seqs: FrozenList | None = None
+    _message: Any = field(default=UNPROJECTED, init=False, repr=False, compare=False)
+    """The message a surface event projects to, once made (see
+    ``derive_event_message``): every fold of the log shares it."""
 
     @property
     def is_surface(self) -> bool:
@@ -170,6 +177,7 @@ class PackedEvent(Event):
     # Never set on a packed event: read from the class (the slots stay empty).
     surface_op = None
     source_seqs = None
+    _message = None  # not a surface event: it projects to nothing
 
     @property
     def time(self) -> int:
