@@ -10,7 +10,7 @@ docs/format.md is the catalog.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -36,6 +36,7 @@ __all__ = [
     "event_from_json",
     "event_from_line",
     "exact_bytes",
+    "iter_events",
     "pack_chunk",
     "pack_event",
     "unpack_record",
@@ -280,6 +281,30 @@ def unpack_record(seq: int, record: bytes) -> PackedEvent:
     _set_record(event, record)
     _set_unchecked(event, None)
     return event
+
+
+def iter_events(items: list[Event | bytes]) -> Iterator[Event]:
+    """The events of a fold's items in order, each record made into its
+    :class:`PackedEvent` (:func:`unpack_record`, inlined: a walk of a long log
+    reads every one)."""
+    new, set_seq, set_type, set_record, set_unchecked = (
+        _new,
+        _set_seq,
+        _set_type,
+        _set_record,
+        _set_unchecked,
+    )
+    types = _TYPE_LIST
+    for seq, item in enumerate(items):
+        if type(item) is bytes:
+            event = new(PackedEvent)
+            set_seq(event, seq)
+            set_type(event, types[item[0] & 0x7F])
+            set_record(event, item)
+            set_unchecked(event, None)
+            yield event
+        else:
+            yield item  # type: ignore[misc]
 
 
 # A packed event is made per line of a load and per read of a fold: its slots

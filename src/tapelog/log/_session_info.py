@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from tapelog._errors import LogError
-from tapelog.log._events import Event, unpack_record
+from tapelog.log._events import Event, iter_events, unpack_record
 
 __all__ = ["RunClaim", "SessionEvents", "SessionInfo", "new_session_id", "open_turn_at"]
 
@@ -80,8 +80,7 @@ class SessionEvents(Sequence[Event]):
         return item
 
     def __iter__(self) -> Iterator[Event]:
-        for seq, item in enumerate(self._items):
-            yield unpack_record(seq, item) if isinstance(item, bytes) else item
+        return iter_events(self._items)
 
     def __reversed__(self) -> Iterator[Event]:
         items = self._items
