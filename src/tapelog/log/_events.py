@@ -36,10 +36,14 @@ __all__ = [
     "event_from_json",
     "event_from_line",
     "exact_bytes",
+    "item_from_line",
     "iter_events",
     "pack_chunk",
     "pack_event",
+    "pack_record",
+    "record_type",
     "unpack_record",
+    "unpack_unchecked",
 ]
 
 SESSION_FORMAT_VERSION: Final = 0
@@ -247,11 +251,22 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     replays the event and checks it in its turn (after the seq, as for any
     event), then let go of; :func:`check_packed` does that.
     """
+    event = _new(PackedEvent)
+    _set_seq(event, obj["seq"])
+    record = pack_record(obj, line)
+    _set_type(event, _TYPE_LIST[record[0] & 0x7F])
+    _set_record(event, record)
+    _set_unchecked(event, None if checked else obj["data"])
+    return event
+
+
+def pack_record(obj: Mapping[str, Any], line: bytes) -> bytes:
+    """The record a fold keeps for the packed event with decoded envelope
+    ``obj`` and canonical line ``line`` (see :class:`PackedEvent`)."""
     etype = obj["type"]
-    data = obj["data"]
     kind = 0
     if etype == "assistant/chunk":
-        chunk = data.get("chunk")
+        chunk = obj["data"].get("chunk")
         # JSON objects here are dicts (decoded) or FrozenDicts (a to_json()).
         found = chunk.get("kind") if isinstance(chunk, dict) else None
         if type(found) is str:
@@ -262,14 +277,20 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     # closing brace.
     payload = line[line.index(b',"data":') + 8 : -1]
     if time in _INT64:
-        record = _HEAD.pack(_TYPE_CODES[etype], kind, time) + payload
-    else:
-        record = b"%c%c%d\0%s" % (_TYPE_CODES[etype] | 0x80, kind, time, payload)
-    event = _new(PackedEvent)
-    _set_seq(event, obj["seq"])
-    _set_type(event, _TYPE_LIST[record[0] & 0x7F])
-    _set_record(event, record)
-    _set_unchecked(event, None if checked else data)
+        return _HEAD.pack(_TYPE_CODES[etype], kind, time) + payload
+    return b"%c%c%d\0%s" % (_TYPE_CODES[etype] | 0x80, kind, time, payload)
+
+
+def record_type(record: bytes) -> str:
+    """The event type of a packed event's record."""
+    return _TYPE_LIST[record[0] & 0x7F]
+
+
+def unpack_unchecked(seq: int, record: bytes, data: Mapping[str, Any]) -> PackedEvent:
+    """:func:`unpack_record` for a record a load just made, with its decoded
+    payload ``data`` still to check (as :func:`pack_event` leaves it)."""
+    event = unpack_record(seq, record)
+    _set_unchecked(event, data)
     return event
 
 
@@ -351,6 +372,16 @@ def event_from_line(obj: Any, line: bytes) -> Event | None:
     from ``line``, which is exactly its canonical encoding. The event when the
     envelope is well formed (the common case, checked without building an error
     location), else ``None``: :func:`event_from_json` then says what is wrong."""
+    item = item_from_line(obj, line)
+    if type(item) is bytes:
+        return unpack_unchecked(obj["seq"], item, obj["data"])
+    return item  # type: ignore[return-value]
+
+
+def item_from_line(obj: Any, line: bytes) -> Event | bytes | None:
+    """:func:`event_from_line` without an object for a packed event: its record
+    (:func:`pack_record`; the caller keeps ``obj["data"]`` to check and
+    ``obj["seq"]``, which a record does not hold)."""
     if type(obj) is not dict:
         return None
     n = len(obj)
@@ -368,7 +399,7 @@ def event_from_line(obj: Any, line: bytes) -> Event | None:
         return None
     if n == 4:
         if etype in PACKED_TYPES:
-            return pack_event(obj, line)
+            return pack_record(obj, line)
         return Event(seq, time, etype, freeze_decoded(data))
     surface_op = obj["surface_op"]
     source_seqs = obj["source_seqs"] if n == 6 else None

@@ -33,6 +33,8 @@ from tapelog.log._events import (
     check_packed,
     chunk_shape_ok,
     event_from_json,
+    record_type,
+    unpack_unchecked,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._fork import fork_session
@@ -42,7 +44,7 @@ from tapelog.log._rules import LogRules
 from tapelog.log._session_check import check_event, packed
 from tapelog.log._session_info import RunClaim, SessionInfo, new_session_id
 
-__all__ = ["Listener", "RuleBreaks", "Session"]
+__all__ = ["Listener", "RuleBreaks", "Session", "replay_scan"]
 
 Listener = Callable[[Event], None]
 RuleBreaks = Callable[[Event, LogError], None]
@@ -109,6 +111,10 @@ class Session:
         An event of :data:`PACKED_TYPES` is made from its record on each read:
         equal every time, not the same object."""
         return self._fold.events
+
+    def event_types(self) -> Iterator[str]:
+        """The type of each event in order, without making a packed one's event."""
+        return (record_type(i) if type(i) is bytes else i.type for i in self._events)  # type: ignore[union-attr]
 
     @property
     def seq(self) -> int:
@@ -416,13 +422,16 @@ class Session:
             parent=parent,
             seed_length=seed_length,
         )
-        session._rule_breaks = rule_breaks
-        session._replay_many(events)  # no other thread knows the new session yet
-        session._rule_breaks = None
-        return session
+        return replay_scan(session, events, (), rule_breaks)
 
-    def _replay_many(self, events: Iterable[Event | Mapping[str, Any]]) -> None:
-        """:meth:`_replay` each event; a packed ``assistant/chunk`` that a load
+    def _replay_many(
+        self,
+        events: Iterable[Event | Mapping[str, Any] | bytes],
+        payloads: Sequence[Any] = (),
+    ) -> None:
+        """:meth:`_replay` each event. An item of a store's scan may be a packed
+        event's record (bytes, at its seq's position), its decoded payload at
+        the same position of ``payloads``. A packed ``assistant/chunk`` a load
         just decoded (half of a log's events) is checked inline: its payload's
         common shape and :meth:`LogRules.passes_chunk`, the same rules in fewer
         calls, since a chunk touches neither the surface, the header nor the
@@ -430,17 +439,18 @@ class Session:
         log = self._events
         rules = self._rules
         for i, raw in enumerate(events):
-            event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
-            if type(event) is PackedEvent and event.type == "assistant/chunk":
-                data = event._unchecked
+            if type(raw) is bytes:
+                data = payloads[i]
                 if (
-                    data is not None
-                    and event.seq == len(log)
+                    record_type(raw) == "assistant/chunk"
                     and chunk_shape_ok(data)
-                    and rules.passes_chunk(event.seq, data)
+                    and rules.passes_chunk(i, data)
                 ):
-                    log.append(event._record)
+                    log.append(raw)
                     continue
+                self._replay(unpack_unchecked(i, raw, data))
+                continue
+            event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
             self._replay(event)
 
     @classmethod
@@ -469,3 +479,19 @@ class Session:
         half-finished turn that no request can explain.
         """
         return fork_session(self, at, id=id, clock=self._clock)
+
+
+def replay_scan(
+    session: Session,
+    items: Iterable[Event | Mapping[str, Any] | bytes],
+    payloads: Sequence[Any],
+    rule_breaks: RuleBreaks | None = None,
+) -> Session:
+    """Replay into a new, empty ``session`` (see :meth:`Session.from_events`) what
+    a store's scan of a log file made: events, and for a packed event its record
+    (at its seq's position) with its decoded payload at that position of
+    ``payloads``: no object per packed event (see ``_replay_many``)."""
+    session._rule_breaks = rule_breaks
+    session._replay_many(items, payloads)  # no other thread knows the new session yet
+    session._rule_breaks = None
+    return session

@@ -42,6 +42,8 @@ from tapelog.log._api import (
     encode_trusted,
     event_from_json,
     event_from_line,
+    item_from_line,
+    replay_scan,
 )
 from tapelog.store._base import Digest, SessionSummary
 from tapelog.store._ids import validate_session_id
@@ -149,7 +151,11 @@ class JsonlScan:
     """
 
     info: SessionInfo | None = None
-    events: list[Event] = field(default_factory=list)
+    events: list[Event | bytes] = field(default_factory=list)
+    """Each event, or for a packed one at its seq's position its record (bytes:
+    no object per event), whose decoded payload is at the same position of
+    ``payloads`` (``None`` beside an event)."""
+    payloads: list[Any] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     lines: int = 0
@@ -261,21 +267,24 @@ def scan_jsonl(
     digests = _DigestChain(data, seed)
     offset = len(lines[0]) + 1  # where line 2 starts
     prefix_ok = not scan.problems
-    events, spaced = scan.events, scan.spaced
+    events, payloads, spaced = scan.events, scan.payloads, scan.spaced
     # The hot loop of every load: one decode, one re-encode to prove the line
-    # canonical, one envelope check (`event_from_line`) per line, inlined;
-    # anything off that path takes `_parse_line_checked`, which says why.
+    # canonical, one envelope check (`item_from_line`) per line, inlined; a
+    # packed event becomes its record, no object. Anything off that path takes
+    # `_parse_line_checked`, which says why.
     for number, raw in enumerate(lines[1:], 2):
         try:
             obj = decode_raw(raw)
         except ValueError:
             obj = _NOT_JSON
-        event = None
+        item: Event | bytes | None = None
         if obj is not _NOT_JSON and encode_trusted(obj) == raw:
-            event = event_from_line(obj, raw)
-        if event is None:
+            item = item_from_line(obj, raw)
+            if type(item) is bytes and obj["seq"] != number - 2:
+                item = event_from_line(obj, raw)  # off its position: replay names the seq
+        if item is None:
             try:
-                event, obj = _parse_line_checked(raw, number, spaced)
+                item, obj = _parse_line_checked(raw, number, spaced)
             except CorruptLogError as exc:
                 offset += len(raw) + 1
                 prefix_ok = False
@@ -283,10 +292,11 @@ def scan_jsonl(
                     return scan
                 continue
         if prefix_ok:
-            events.append(event)
+            events.append(item)
+            payloads.append(obj["data"] if type(item) is bytes else None)
         digests.after += 1
-        if event.type == "log/digest":
-            error = digests.check(event.seq, obj["data"], number, offset)
+        if obj["type"] == "log/digest":
+            error = digests.check(obj["seq"], obj["data"], number, offset)
             if error is not None and problem(number, number - 2, error):
                 return scan
         offset += len(raw) + 1
@@ -436,25 +446,30 @@ def _without_spaces(raw: bytes) -> bytes:
 
 
 def replay_events(
-    info: SessionInfo, events: Sequence[Event], *, rule_breaks: RuleBreaks | None = None
+    info: SessionInfo,
+    events: Sequence[Event | bytes],
+    *,
+    payloads: Sequence[Any] = (),
+    rule_breaks: RuleBreaks | None = None,
 ) -> Session:
     """Replay scanned events (lines 2, 3, ...) into a Session, naming the bad line.
 
     ``Session.from_info`` validates contiguity, payloads, surface ops, the
     header fold and the structural rules (:class:`tapelog.log._rules.LogRules`)
     exactly as live appends; this only adds where it happened. ``rule_breaks``
-    (for ``verify``) is told of each structural break instead.
+    (for ``verify``) is told of each structural break instead. ``events`` and
+    ``payloads`` are a scan's (:class:`JsonlScan`: records of packed events).
     """
     reached = -1
 
-    def feed() -> Iterator[Event]:
+    def feed() -> Iterator[Event | bytes]:
         nonlocal reached
         for i, event in enumerate(events):
             reached = i
             yield event
 
     try:
-        return Session.from_info(info, feed(), rule_breaks=rule_breaks)
+        return replay_scan(Session.from_info(info, ()), feed(), payloads, rule_breaks)
     except (LogError, JsonValueError) as exc:
         line = reached + 2
         raise CorruptLogError(f"line {line}: {exc}", line=line) from exc

@@ -37,7 +37,7 @@ def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
         raise type(error)(f"{source}: {problem}", **_line_kw(error)) from error
     assert scan.info is not None
     try:
-        session = replay_events(scan.info, scan.events)
+        session = replay_events(scan.info, scan.events, payloads=scan.payloads)
     except CorruptLogError as exc:
         raise CorruptLogError(f"{source}: {exc}", line=exc.line) from exc
     warnings = tuple(f"{source}: {w}" for w in scan.warnings)

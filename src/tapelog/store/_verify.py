@@ -31,14 +31,12 @@ also checks what only the whole log or its bytes can tell:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tapelog._errors import CorruptLogError, LogError
 from tapelog.log._api import (
     Event,
     Session,
-    SessionEvents,
     SessionInfo,
     paused_gc,
     plan_repair,
@@ -61,17 +59,10 @@ class LogStats:
     header_deltas: int
 
     @classmethod
-    def of(
-        cls,
-        session: Session,
-        *,
-        requests: int | None = None,
-        events: Sequence[Event] | None = None,
-    ) -> LogStats:
+    def of(cls, session: Session, *, requests: int | None = None) -> LogStats:
         """Counts of ``session``; ``requests`` is the number of requests it sent
-        (default: every ``step/start``, which counts steps that never sent one);
-        ``events`` are its events as the caller holds them already (the scan's)."""
-        counts = Counter(event.type for event in (session.events if events is None else events))
+        (default: every ``step/start``, which counts steps that never sent one)."""
+        counts = Counter(session.event_types())
         return cls(
             events=len(session),
             turns=counts["turn/start"],
@@ -159,18 +150,16 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         problems.append(_problem(event, str(error)))
 
     try:
-        session = replay_events(replay_info, scan.events, rule_breaks=rule_broken)
+        session = replay_events(
+            replay_info, scan.events, payloads=scan.payloads, rule_breaks=rule_broken
+        )
     except CorruptLogError as exc:
         line = exc.line if exc.line is not None else 0
         problems.append(Problem(line=line, seq=line - 2, error=exc))
     requests = None
-    # The events the scan built are the session's (each one replayed, so each
-    # one validated): the walk and the counts read them rather than making them
-    # again from the session's records. One decode of each line, shared.
-    events = SessionEvents(list(scan.events)) if session is not None else None
-    if session is not None and events is not None:
+    if session is not None:
         problems.extend(_left_unanswered(session))
-        requests, problem = _walk(session, events)
+        requests, problem = _walk(session)
         if problem is not None:
             problems.append(problem)
     digest, last = scan.last_digest, scan.last_digest_line
@@ -187,11 +176,7 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         warnings=tuple(scan.warnings),
         notes=tuple(notes),
         session=session if valid else None,
-        stats=(
-            LogStats.of(session, requests=requests, events=events)
-            if valid and session is not None
-            else None
-        ),
+        stats=(LogStats.of(session, requests=requests) if valid and session is not None else None),
         digest=digest,
     )
 
@@ -290,11 +275,11 @@ def _left_unanswered(session: Session) -> list[Problem]:
     return [_problem(session.events[-1], message)]
 
 
-def _walk(session: Session, events: SessionEvents) -> tuple[int | None, Problem | None]:
+def _walk(session: Session) -> tuple[int | None, Problem | None]:
     """The requests the log says were sent, walked as every audit walks them (so a
     log that verifies can be audited); or the problem that stops the walk."""
     try:
-        walked = walk_requests(events, session_id=session.id, one_shots=True)
+        walked = walk_requests(session, one_shots=True)
         return sum(1 for request in walked if request.kind == "loop"), None
     except LogError as exc:
         seq = exc.seq if exc.seq is not None else 0
