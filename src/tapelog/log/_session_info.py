@@ -39,14 +39,16 @@ class SessionInfo:
 
 
 def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
-    """The turn left open after ``events[: upto + 1]`` (``None`` if all closed)."""
-    open_turn: int | None = None
-    for event in events[: upto + 1]:
+    """The turn left open after ``events[: upto + 1]`` (``None`` if all closed):
+    read back from ``upto`` to the last turn boundary, not from the start."""
+    for seq in range(min(upto, len(events) - 1), -1, -1):
+        event = events[seq]
         if event.type == "turn/start":
-            open_turn = event.data["turn"]
-        elif event.type == "turn/end":
-            open_turn = None
-    return open_turn
+            turn: int = event.data["turn"]
+            return turn
+        if event.type == "turn/end":
+            return None
+    return None
 
 
 class SessionEvents(Sequence[Event]):
