@@ -22,6 +22,7 @@ from tapelog.log._payloads import check_blocks, check_payload, chunk_shape_ok
 __all__ = [
     "EVENT_TYPES",
     "PACKED_TYPES",
+    "RECORD_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "UNPROJECTED",
@@ -224,6 +225,8 @@ PackedChunk = PackedEvent
 # code><time in decimal>\0<payload>`` (canonical JSON never holds a NUL byte).
 _HEAD: Final = struct.Struct("<BBq")
 _TYPE_LIST: Final = sorted(PACKED_TYPES)
+RECORD_TYPES: Final = tuple(_TYPE_LIST)
+"""The event type of each type code of a record (``RECORD_TYPES[record[0] & 0x7F]``)."""
 _TYPE_CODES: Final = {t: i for i, t in enumerate(_TYPE_LIST)}
 _TYPE_BYTES: Final = {t: t.encode() for t in PACKED_TYPES}
 _KIND_LIST: list[str] = [""]  # chunk kinds seen, by code; code 0: none, or too many kinds

@@ -42,7 +42,7 @@ from tapelog.log._freeze import FrozenDict
 from tapelog.log._header import EpochHeader
 from tapelog.log._rules import LogRules
 from tapelog.log._session_check import check_event, packed
-from tapelog.log._session_info import RunClaim, SessionInfo, new_session_id
+from tapelog.log._session_info import RunClaim, SessionEvents, SessionInfo, new_session_id
 
 __all__ = ["Listener", "RuleBreaks", "Session", "replay_scan"]
 
@@ -106,15 +106,11 @@ class Session:
         return self.info.id
 
     @property
-    def events(self) -> Sequence[Event]:
+    def events(self) -> SessionEvents:
         """The events so far: a read-only live view (no copy; events are frozen).
         An event of :data:`PACKED_TYPES` is made from its record on each read:
         equal every time, not the same object."""
         return self._fold.events
-
-    def event_types(self) -> Iterator[str]:
-        """The type of each event in order, without making a packed one's event."""
-        return (record_type(i) if type(i) is bytes else i.type for i in self._events)  # type: ignore[union-attr]
 
     @property
     def seq(self) -> int:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from tapelog._errors import LogError
-from tapelog.log._events import Event, iter_events, unpack_record
+from tapelog.log._events import RECORD_TYPES, Event, iter_events, record_type, unpack_record
 
 __all__ = ["RunClaim", "SessionEvents", "SessionInfo", "new_session_id", "open_turn_at"]
 
@@ -83,6 +83,18 @@ class SessionEvents(Sequence[Event]):
 
     def __iter__(self) -> Iterator[Event]:
         return iter_events(self._items)
+
+    def types(self, start: int = 0) -> Iterator[str]:
+        """The type of each event from seq ``start`` on, without making the
+        event of a packed one (a reader looking for a few types among many)."""
+        items = self._items if start == 0 else self._items[start:]
+        types = RECORD_TYPES
+        return (types[i[0] & 0x7F] if type(i) is bytes else i.type for i in items)  # type: ignore[union-attr]
+
+    def type_at(self, seq: int) -> str:
+        """The type of the event at ``seq`` (see :meth:`types`)."""
+        item = self._items[seq]
+        return record_type(item) if isinstance(item, bytes) else item.type
 
     def __reversed__(self) -> Iterator[Event]:
         items = self._items

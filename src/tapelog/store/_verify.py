@@ -63,7 +63,7 @@ class LogStats:
     def of(cls, session: Session, *, requests: int | None = None) -> LogStats:
         """Counts of ``session``; ``requests`` is the number of requests it sent
         (default: every ``step/start``, which counts steps that never sent one)."""
-        counts = Counter(session.event_types())
+        counts = Counter(session.events.types())
         return cls(
             events=len(session),
             turns=counts["turn/start"],
