@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +81,26 @@ def test_a_session_keeps_records_and_reads_back_equal_events() -> None:
     assert session.events[-1] == appended[-1]
     assert session.events[1:] == appended[1:]
     assert session.events[2].time == 2**64 - 1
+
+
+def test_types_are_read_without_making_the_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = Session("t", clock=lambda: 3)
+    session.append("turn/start", {"turn": 1})
+    session.append(
+        "user/message",
+        {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}},
+        surface_op="append",
+    )
+    session.append("step/start", {"turn": 1, "step": 1})
+    expected = [e.type for e in session.events]
+
+    def refused(*args: Any) -> Any:
+        raise AssertionError("an event was made to read a type")
+
+    monkeypatch.setattr(_session_info, "unpack_record", refused)
+    monkeypatch.setattr(_session_info, "iter_events", refused)
+    assert list(session.events.types()) == expected
+    assert list(session.events.types(1)) == expected[1:]
+    assert [session.events.type_at(s) for s in range(len(expected))] == expected
+    with pytest.raises(AssertionError):
+        list(session.events)  # the premise: reading events makes them
