@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tapelog.log import decode, encode
-from tapelog.log import _session_info
+from tapelog.log import _session_info, decode, encode
 from tapelog.log._api import Session
 from tapelog.log._events import (
     PACKED_TYPES,
