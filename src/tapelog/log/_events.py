@@ -36,7 +36,6 @@ __all__ = [
     "chunk_shape_ok",
     "event_from_json",
     "event_from_line",
-    "exact_bytes",
     "item_from_line",
     "iter_events",
     "pack_chunk",
@@ -352,12 +351,6 @@ def check_packed(event: PackedEvent) -> None:
 pack_chunk = pack_event
 
 
-def exact_bytes(data: bytes) -> bytes:
-    """``data`` in an exact-size buffer (``orjson.dumps`` results keep a much
-    larger one, and a packed event lives as long as its session)."""
-    return memoryview(data).tobytes()
-
-
 def chunk_kind(event: Event) -> str:
     """The ``kind`` of an ``assistant/chunk`` event's chunk, without decoding a packed one."""
     if isinstance(event, PackedEvent) and event._kind:
@@ -479,8 +472,7 @@ def event_from_json(
     ):
         if canonical:
             return pack_event(obj, line)
-        encoded = encode_trusted(obj)
-        return pack_event(obj, line if encoded == line else exact_bytes(encoded))
+        return pack_event(obj, encode_trusted(obj))  # a record is copied out of it
     if decoded and type(data) is dict:
         return Event(
             seq=seq,

@@ -30,7 +30,7 @@ __all__ = ["check_event", "packed"]
 
 
 def packed(event: Event) -> Event:
-    """A validated event of :data:`PACKED_TYPES`, kept as its line (:class:`PackedEvent`)."""
+    """A validated event of :data:`PACKED_TYPES` as a :class:`PackedEvent` (its record)."""
     if type(event) is PackedEvent or event.surface_op is not None:
         return event
     envelope = event.to_json()

@@ -377,9 +377,7 @@ def _parse_line_checked(raw: bytes, number: int, spaced: list[int]) -> tuple[Eve
             if _without_spaces(raw) != canonical:
                 raise CorruptLogError(_not_canonical(raw, where), line=number)
             spaced.append(number)
-        # a packed event keeps its line: the exact-size slice when it is canonical
-        line = raw if canonical == raw else memoryview(canonical).tobytes()
-        event = event_from_json(obj, where=where, decoded=True, line=line, canonical=True)
+        event = event_from_json(obj, where=where, decoded=True, line=canonical, canonical=True)
     except (JsonValueError, LogError) as exc:
         text = str(exc)
         message = text if text.startswith(f"{where}:") else f"{where}: {text}"
