@@ -51,11 +51,11 @@ def open_step_events(session: Session) -> tuple[Event | None, list[Event]]:
     """The open step's ``step/start`` (``None`` if no step is open) and its events after it."""
     events = session.events
     for seq in range(len(events) - 1, -1, -1):
-        event = events[seq]
-        if event.type in ("step/end", "turn/start", "turn/end"):
+        etype = events.type_at(seq)  # by type: no event made on the way
+        if etype in ("step/end", "turn/start", "turn/end"):
             return None, []
-        if event.type == "step/start":
-            return event, list(events[seq + 1 :])
+        if etype == "step/start":
+            return events[seq], list(events[seq + 1 :])
     return None, []
 
 

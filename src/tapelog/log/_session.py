@@ -34,6 +34,7 @@ from tapelog.log._events import (
     chunk_shape_ok,
     event_from_json,
     record_type,
+    unpack_record,
     unpack_unchecked,
 )
 from tapelog.log._fold import History, LogFold
@@ -121,7 +122,10 @@ class Session:
         return len(self._events)
 
     def event(self, seq: int) -> Event:
-        return self._fold.events[seq]
+        item = self._events[seq]
+        if type(item) is bytes:
+            return unpack_record(seq if seq >= 0 else seq + len(self._events), item)
+        return item  # type: ignore[return-value]
 
     @property
     def surface(self) -> list[int]:
@@ -236,7 +240,9 @@ class Session:
         surface_op: str | Mapping[str, Any] | None,
         source_seqs: Sequence[int] | None,
     ) -> Event:
-        event, header, frozen = self._validate(
+        # The event against the log so far, then the structural rules.
+        event, header, frozen = check_event(
+            self._fold,
             seq=len(self._events),
             time=self._time(),
             etype=type,
@@ -244,6 +250,7 @@ class Session:
             surface_op=surface_op,
             source_seqs=source_seqs,
         )
+        self._check_rules(event, frozen)
         if type in PACKED_TYPES:
             event = packed(event)
         self._appended = True
@@ -259,32 +266,6 @@ class Session:
             return self._last_time
         self._last_time = now
         return now
-
-    def _validate(
-        self,
-        *,
-        seq: int,
-        time: int,
-        etype: str,
-        data: Mapping[str, Any],
-        surface_op: Any,
-        source_seqs: Any,
-        event: Event | None = None,
-    ) -> tuple[Event, EpochHeader | None, FrozenDict]:
-        """Check one event against the log so far (:func:`check_event`, then the
-        structural rules); return it with the header after it and its payload."""
-        event, header_after, frozen = check_event(
-            self._fold,
-            seq=seq,
-            time=time,
-            etype=etype,
-            data=data,
-            surface_op=surface_op,
-            source_seqs=source_seqs,
-            event=event,
-        )
-        self._check_rules(event, frozen)
-        return event, header_after, frozen
 
     def _check_rules(self, event: Event, data: Mapping[str, Any]) -> None:
         """The structural rules (:class:`LogRules`); while replaying for ``verify``
@@ -355,7 +336,8 @@ class Session:
             self._commit(event, self._fold.header, data)
             return
         try:
-            checked, header, frozen = self._validate(
+            checked, header, frozen = check_event(
+                self._fold,
                 seq=event.seq,
                 time=event.time,
                 etype=event.type,
@@ -364,6 +346,7 @@ class Session:
                 source_seqs=event.source_seqs,
                 event=event,
             )
+            self._check_rules(checked, frozen)
         except LogError as exc:
             raise type(exc)(f"seq {event.seq}: {exc}") from None
         if checked.type in PACKED_TYPES:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from tapelog._errors import LogError
-from tapelog.log._events import RECORD_TYPES, Event, iter_events, record_type, unpack_record
+from tapelog.log._events import RECORD_TYPES, Event, iter_events, unpack_record
 
 __all__ = ["RunClaim", "SessionEvents", "SessionInfo", "new_session_id", "open_turn_at"]
 
@@ -94,7 +94,7 @@ class SessionEvents(Sequence[Event]):
     def type_at(self, seq: int) -> str:
         """The type of the event at ``seq`` (see :meth:`types`)."""
         item = self._items[seq]
-        return record_type(item) if isinstance(item, bytes) else item.type
+        return RECORD_TYPES[item[0] & 0x7F] if isinstance(item, bytes) else item.type
 
     def __reversed__(self) -> Iterator[Event]:
         items = self._items
