@@ -104,3 +104,15 @@ def test_types_are_read_without_making_the_events(monkeypatch: pytest.MonkeyPatc
     assert [session.events.type_at(s) for s in range(len(expected))] == expected
     with pytest.raises(AssertionError):
         list(session.events)  # the premise: reading events makes them
+
+
+def test_slices_of_the_events_are_the_slices_of_a_list_of_them() -> None:
+    session = Session("s", clock=lambda: 1)
+    for turn in range(1, 4):
+        session.append("turn/start", {"turn": turn})
+        session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    full = list(session.events)
+    for cut in (slice(None), slice(2, 5), slice(-3, None), slice(None, None, 2), slice(5, 1, -1)):
+        sliced = session.events[cut]
+        assert sliced == full[cut]
+        assert [e.seq for e in sliced] == [e.seq for e in full[cut]]

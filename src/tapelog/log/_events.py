@@ -272,7 +272,7 @@ def pack_record(obj: Mapping[str, Any], line: bytes) -> bytes:
         # JSON objects here are dicts (decoded) or FrozenDicts (a to_json()).
         found = chunk.get("kind") if isinstance(chunk, dict) else None
         if type(found) is str:
-            kind = _kind_code(found)
+            kind = _KIND_CODES.get(found) or _kind_code(found)
     time = obj["time"]
     # The payload's bytes: from the envelope's own ``,"data":`` (the first in
     # the line: seq and time are ints and a packed type has no comma) to the
@@ -306,10 +306,10 @@ def unpack_record(seq: int, record: bytes) -> PackedEvent:
     return event
 
 
-def iter_events(items: list[Event | bytes]) -> Iterator[Event]:
-    """The events of a fold's items in order, each record made into its
-    :class:`PackedEvent` (:func:`unpack_record`, inlined: a walk of a long log
-    reads every one)."""
+def iter_events(items: list[Event | bytes], start: int = 0) -> Iterator[Event]:
+    """The events of a fold's items in order (the first at seq ``start``), each
+    record made into its :class:`PackedEvent` (:func:`unpack_record`, inlined: a
+    walk of a long log reads every one)."""
     new, set_seq, set_type, set_record, set_unchecked = (
         _new,
         _set_seq,
@@ -318,7 +318,7 @@ def iter_events(items: list[Event | bytes]) -> Iterator[Event]:
         _set_unchecked,
     )
     types = _TYPE_LIST
-    for seq, item in enumerate(items):
+    for seq, item in enumerate(items, start):
         if type(item) is bytes:
             event = new(PackedEvent)
             set_seq(event, seq)

@@ -75,7 +75,10 @@ class SessionEvents(Sequence[Event]):
     def __getitem__(self, index: int | slice) -> Event | list[Event]:
         items = self._items
         if isinstance(index, slice):
-            return [_event(items, seq) for seq in range(*index.indices(len(items)))]
+            start, stop, step = index.indices(len(items))
+            if step == 1:
+                return list(iter_events(items[start:stop], start))
+            return [_event(items, seq) for seq in range(start, stop, step)]
         item = items[index]
         if isinstance(item, bytes):
             return unpack_record(index if index >= 0 else index + len(items), item)
