@@ -38,10 +38,9 @@ __all__ = [
     "event_from_line",
     "item_from_line",
     "iter_events",
-    "pack_chunk",
     "pack_event",
+    "pack_logged",
     "pack_record",
-    "record_type",
     "unpack_record",
     "unpack_unchecked",
 ]
@@ -223,10 +222,9 @@ PackedChunk = PackedEvent
 # outside int64 (valid JSON all the same) is kept as ``<type code | 0x80><kind
 # code><time in decimal>\0<payload>`` (canonical JSON never holds a NUL byte).
 _HEAD: Final = struct.Struct("<BBq")
-_TYPE_LIST: Final = sorted(PACKED_TYPES)
-RECORD_TYPES: Final = tuple(_TYPE_LIST)
+RECORD_TYPES: Final = tuple(sorted(PACKED_TYPES))
 """The event type of each type code of a record (``RECORD_TYPES[record[0] & 0x7F]``)."""
-_TYPE_CODES: Final = {t: i for i, t in enumerate(_TYPE_LIST)}
+_TYPE_CODES: Final = {t: i for i, t in enumerate(RECORD_TYPES)}
 _TYPE_BYTES: Final = {t: t.encode() for t in PACKED_TYPES}
 _KIND_LIST: list[str] = [""]  # chunk kinds seen, by code; code 0: none, or too many kinds
 _KIND_CODES: dict[str, int] = {"": 0}
@@ -256,7 +254,7 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     event = _new(PackedEvent)
     _set_seq(event, obj["seq"])
     record = pack_record(obj, line)
-    _set_type(event, _TYPE_LIST[record[0] & 0x7F])
+    _set_type(event, RECORD_TYPES[record[0] & 0x7F])
     _set_record(event, record)
     _set_unchecked(event, None if checked else obj["data"])
     return event
@@ -265,27 +263,36 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
 def pack_record(obj: Mapping[str, Any], line: bytes) -> bytes:
     """The record a fold keeps for the packed event with decoded envelope
     ``obj`` and canonical line ``line`` (see :class:`PackedEvent`)."""
-    etype = obj["type"]
-    kind = 0
-    if etype == "assistant/chunk":
-        chunk = obj["data"].get("chunk")
-        # JSON objects here are dicts (decoded) or FrozenDicts (a to_json()).
-        found = chunk.get("kind") if isinstance(chunk, dict) else None
-        if type(found) is str:
-            kind = _KIND_CODES.get(found) or _kind_code(found)
-    time = obj["time"]
     # The payload's bytes: from the envelope's own ``,"data":`` (the first in
     # the line: seq and time are ints and a packed type has no comma) to the
     # closing brace.
     payload = line[line.index(b',"data":') + 8 : -1]
+    return _record(obj["type"], obj["time"], obj["data"], payload)
+
+
+def pack_logged(event: Event) -> PackedEvent:
+    """The :class:`PackedEvent` of a validated event of :data:`PACKED_TYPES`
+    that is not one yet (a live append): its payload encoded on its own, no
+    envelope built or encoded."""
+    packed = _new(PackedEvent)
+    _set_seq(packed, event.seq)
+    _set_type(packed, event.type)
+    _set_record(packed, _record(event.type, event.time, event.data, encode_trusted(event.data)))
+    _set_unchecked(packed, None)
+    return packed
+
+
+def _record(etype: str, time: int, data: Mapping[str, Any], payload: bytes) -> bytes:
+    kind = 0
+    if etype == "assistant/chunk":
+        chunk = data.get("chunk")
+        # JSON objects here are dicts (decoded) or FrozenDicts (frozen data).
+        found = chunk.get("kind") if isinstance(chunk, dict) else None
+        if type(found) is str:
+            kind = _KIND_CODES.get(found) or _kind_code(found)
     if time in _INT64:
         return _HEAD.pack(_TYPE_CODES[etype], kind, time) + payload
     return b"%c%c%d\0%s" % (_TYPE_CODES[etype] | 0x80, kind, time, payload)
-
-
-def record_type(record: bytes) -> str:
-    """The event type of a packed event's record."""
-    return _TYPE_LIST[record[0] & 0x7F]
 
 
 def unpack_unchecked(seq: int, record: bytes, data: Mapping[str, Any]) -> PackedEvent:
@@ -300,7 +307,7 @@ def unpack_record(seq: int, record: bytes) -> PackedEvent:
     """The :class:`PackedEvent` at ``seq`` over its record (a fold's item)."""
     event = _new(PackedEvent)
     _set_seq(event, seq)
-    _set_type(event, _TYPE_LIST[record[0] & 0x7F])
+    _set_type(event, RECORD_TYPES[record[0] & 0x7F])
     _set_record(event, record)
     _set_unchecked(event, None)
     return event
@@ -317,7 +324,7 @@ def iter_events(items: list[Event | bytes], start: int = 0) -> Iterator[Event]:
         _set_record,
         _set_unchecked,
     )
-    types = _TYPE_LIST
+    types = RECORD_TYPES
     for seq, item in enumerate(items, start):
         if type(item) is bytes:
             event = new(PackedEvent)
@@ -346,9 +353,6 @@ def check_packed(event: PackedEvent) -> None:
     if pending is not None:
         check_payload(event.type, pending)
         _set_unchecked(event, None)
-
-
-pack_chunk = pack_event
 
 
 def chunk_kind(event: Event) -> str:

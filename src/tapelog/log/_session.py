@@ -28,12 +28,12 @@ from typing import Any
 from tapelog._errors import EventError, LogError, ReentrantAppendError
 from tapelog.log._events import (
     PACKED_TYPES,
+    RECORD_TYPES,
     Event,
     PackedEvent,
     check_packed,
     chunk_shape_ok,
     event_from_json,
-    record_type,
     unpack_record,
     unpack_unchecked,
 )
@@ -421,7 +421,7 @@ class Session:
             if type(raw) is bytes:
                 data = payloads[i]
                 if (
-                    record_type(raw) == "assistant/chunk"
+                    RECORD_TYPES[raw[0] & 0x7F] == "assistant/chunk"
                     and chunk_shape_ok(data)
                     and rules.passes_chunk(i, data)
                 ):

@@ -13,13 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from tapelog._errors import EventError
-from tapelog.log._canonical import encode_trusted
 from tapelog.log._events import (
     SURFACE_TYPES,
     Event,
     PackedEvent,
     check_payload,
-    pack_event,
+    pack_logged,
 )
 from tapelog.log._fold import LogFold
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze
@@ -33,8 +32,7 @@ def packed(event: Event) -> Event:
     """A validated event of :data:`PACKED_TYPES` as a :class:`PackedEvent` (its record)."""
     if type(event) is PackedEvent or event.surface_op is not None:
         return event
-    envelope = event.to_json()
-    return pack_event(envelope, encode_trusted(envelope), checked=True)
+    return pack_logged(event)
 
 
 def check_event(
