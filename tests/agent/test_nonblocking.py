@@ -100,7 +100,7 @@ async def test_appends_from_the_loop_during_a_flush_in_another_thread_wait_for_t
     loop = asyncio.get_running_loop()
     writing = asyncio.Event()
     appended = threading.Event()
-    write_all = jsonl_module._write_all
+    write_all = jsonl_module.write_all
 
     def held_write(fd: int, data: bytes) -> None:  # the flush's write, mid-way
         loop.call_soon_threadsafe(writing.set)
@@ -113,14 +113,14 @@ async def test_appends_from_the_loop_during_a_flush_in_another_thread_wait_for_t
         session.append("context/message", data, surface_op="append")
 
     context("before the flush")
-    monkeypatch.setattr(jsonl_module, "_write_all", held_write)
+    monkeypatch.setattr(jsonl_module, "write_all", held_write)
     flushing = asyncio.ensure_future(asyncio.to_thread(writer.flush))
     await writing.wait()
     for i in range(20):  # on the event loop's thread, while the other one writes
         context(f"during the flush {i}")
     appended.set()
     await flushing
-    monkeypatch.setattr(jsonl_module, "_write_all", write_all)
+    monkeypatch.setattr(jsonl_module, "write_all", write_all)
     assert writer.pending == 20  # the flush stored what it had taken, and its digest
     stored = _stored_types(store.path("concurrent"))
     assert stored == ["context/message", "log/digest"]
@@ -135,7 +135,7 @@ async def test_appends_from_the_loop_during_a_flush_in_another_thread_wait_for_t
 def _disk_full_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
     """Let ``writes`` writes through (the new file's header is the first), then
     fail each one as a full disk does."""
-    write_all = jsonl_module._write_all
+    write_all = jsonl_module.write_all
     done = 0
 
     def full(fd: int, data: bytes) -> None:
@@ -145,7 +145,7 @@ def _disk_full_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
         write_all(fd, data)
 
-    monkeypatch.setattr(jsonl_module, "_write_all", full)
+    monkeypatch.setattr(jsonl_module, "write_all", full)
 
 
 async def test_a_flush_failing_in_its_thread_ends_the_step_unsent(

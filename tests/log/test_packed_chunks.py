@@ -7,6 +7,7 @@ Chunks are most of a log's events; a session keeps each as its canonical bytes
 from __future__ import annotations
 
 import gc
+import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,12 @@ def test_an_appended_chunk_is_packed_and_reads_back_as_logged() -> None:
     session = Session()
     event = session.append("assistant/chunk", CHUNK)
     assert type(event) is PackedChunk
-    assert session.events[0] is event
+    read = session.events[0]  # made from the fold's record on each read
+    assert type(read) is PackedChunk
+    assert read == event
+    assert read.encode() == event.encode()
+    assert read.time == event.time
+    assert chunk_kind(read) == "text"
     assert event.data == CHUNK
     assert event.type == "assistant/chunk"
     assert chunk_kind(event) == "text"
@@ -160,3 +166,25 @@ def test_a_packed_chunk_holds_far_less_memory_than_the_decoded_event() -> None:
 
     packed, plain = _bytes_held(packed_session), _bytes_held(plain_events)
     assert packed < plain / 2, (packed, plain)
+
+
+def test_a_packed_event_keeps_its_payload_bytes_not_its_line() -> None:
+    """The envelope text (``{"seq":..,"time":..,"type":"..","data":``, ~45 bytes
+    here) is the same canonical text for every packed event: it is rebuilt from
+    the fields by ``encode()``, not held once per event (issue 20: memory per
+    message). Measured as a load holds it: from the file's bytes."""
+    session = _chunk_session(400)
+    lines = [e.encode() for e in session.events]
+    data = b"\n".join(lines)
+
+    def loaded() -> Any:
+        return Session.from_events(
+            event_from_json(decode(x), decoded=True, line=x) for x in data.split(b"\n")
+        ).events
+
+    held = _bytes_held(loaded)
+    line_bytes = sum(sys.getsizeof(line) for line in lines)
+    event_object = sys.getsizeof(session.events[1]) + 16  # with its GC header
+    # Less than each line plus its event object: the envelope text is not kept.
+    assert held < line_bytes + event_object * len(lines) - 40 * len(lines), held / len(lines)
+    assert [e.encode() for e in session.events] == lines

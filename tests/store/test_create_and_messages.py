@@ -119,7 +119,7 @@ _KILLED_WHILE_CREATING = textwrap.dedent(
     def die(fd, data):  # the process is killed as it writes the header
         os.kill(os.getpid(), signal.SIGKILL)
 
-    _jsonl._write_all = die
+    _jsonl.write_all = die
     JsonlStore(sys.argv[1]).create(Session("k"))
     """
 )
@@ -195,7 +195,7 @@ def test_a_session_created_just_before_the_lock_was_taken_is_reported_as_existin
 
 def _disk_full(monkeypatch: pytest.MonkeyPatch, *, after: int) -> None:
     """Let ``after`` writes through, then fail every one as a full disk does."""
-    write_all = jsonl_module._write_all
+    write_all = jsonl_module.write_all
     calls = 0
 
     def full(fd: int, data: bytes) -> None:
@@ -205,7 +205,7 @@ def _disk_full(monkeypatch: pytest.MonkeyPatch, *, after: int) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
         write_all(fd, data)
 
-    monkeypatch.setattr(jsonl_module, "_write_all", full)
+    monkeypatch.setattr(jsonl_module, "write_all", full)
 
 
 def test_a_failed_flush_says_what_was_stored_and_that_the_writer_keeps_the_events(

@@ -148,7 +148,7 @@ class Agent(StoredSessionOwner, ContextUpkeep):
         cache = getattr(client, "cache", None)
         self._body_cache = cache if isinstance(cache, BodyCache) else BodyCache()
         self.repaired: list[Event] = repair_interrupted(session)
-        self._turn = sum(1 for e in session.events if e.type == "turn/start")
+        self._turn = sum(1 for t in session.events.types() if t == "turn/start")
         self.compaction = compaction or CompactionPolicy()
         self._trimmer = Trimmer(trimming or TrimPolicy())
         self._meter = ContextMeter()  # what the next request weighs, for compaction

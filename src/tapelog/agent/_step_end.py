@@ -48,14 +48,17 @@ def error_of(exc: BaseException | str) -> dict[str, str]:
 
 
 def open_step_events(session: Session) -> tuple[Event | None, list[Event]]:
-    """The open step's ``step/start`` (``None`` if no step is open) and its events after it."""
+    """The open step's ``step/start`` (``None`` if no step is open) and its events
+    after it but its streamed chunks (what closing a step reads: its answer, tool
+    calls and results; the chunks, most of a step, are not made into events)."""
     events = session.events
     for seq in range(len(events) - 1, -1, -1):
-        event = events[seq]
-        if event.type in ("step/end", "turn/start", "turn/end"):
+        etype = events.type_at(seq)  # by type: no event made on the way
+        if etype in ("step/end", "turn/start", "turn/end"):
             return None, []
-        if event.type == "step/start":
-            return event, list(events[seq + 1 :])
+        if etype == "step/start":
+            kept = enumerate(events.types(seq + 1), seq + 1)
+            return events[seq], [events[s] for s, t in kept if t != "assistant/chunk"]
     return None, []
 
 

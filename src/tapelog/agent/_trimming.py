@@ -61,17 +61,19 @@ class Trimmer:
         self._candidates: dict[int, Event] = {}
 
     def _catch_up(self, session: Session) -> None:
-        for seq in range(self._read, session.seq):
-            event = session.event(seq)
-            if event.type == "turn/end":
-                self._ended_turns.append(event.data["turn"])
-            elif (
-                event.type == "tool/result"
-                and isinstance(event.data["content"], str)
-                and len(event.data["content"]) > self.policy.max_chars
-            ):
-                self._candidates[seq] = event
-        self._read = session.seq
+        end = session.seq
+        # By type first: only the events it keeps are read (a resumed log is long).
+        for seq, etype in enumerate(session.events.types(self._read), self._read):
+            if seq >= end:
+                break
+            if etype == "turn/end":
+                self._ended_turns.append(session.event(seq).data["turn"])
+            elif etype == "tool/result":
+                event = session.event(seq)
+                content = event.data["content"]
+                if isinstance(content, str) and len(content) > self.policy.max_chars:
+                    self._candidates[seq] = event
+        self._read = end
 
     def eligible(self, session: Session) -> list[Event]:
         """Oversized results still on the surface and old enough, in log order."""

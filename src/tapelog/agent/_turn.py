@@ -91,9 +91,8 @@ def last_turn(session: Session) -> int:
     """The number of the last ``turn/start`` in the log (0 when there is none)."""
     events = session.events
     for seq in range(len(events) - 1, -1, -1):
-        event = events[seq]
-        if event.type == "turn/start":
-            turn: int = event.data["turn"]
+        if events.type_at(seq) == "turn/start":  # by type: no event made on the way
+            turn: int = events[seq].data["turn"]
             return turn
     return 0
 

@@ -3,13 +3,14 @@ freezes, the folds, the session's building blocks (docs/architecture.md, "Public
 internal names"). The root package publishes the log's user-facing types from here.
 """
 
-from tapelog.log._canonical import encode_sorted_trusted, encode_str, encode_trusted
+from tapelog.log._canonical import decode_raw, encode_sorted_trusted, encode_str, encode_trusted
 from tapelog.log._events import (
     SESSION_FORMAT_VERSION,
     Event,
     chunk_kind,
     event_from_json,
     event_from_line,
+    item_from_line,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._freeze import (
@@ -40,7 +41,7 @@ from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import REDACTED, has_secrets, scoped_secrets, secret_prefix_length
 from tapelog.log._repair import answer_open_calls, plan_repair, repair_interrupted
 from tapelog.log._secret_shape import looks_like_secret, names_a_secret
-from tapelog.log._session import RuleBreaks, Session
+from tapelog.log._session import RuleBreaks, Session, replay_scan
 from tapelog.log._session_info import SessionEvents, SessionInfo, new_session_id
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "canonical_header",
     "chunk_kind",
     "concat_frozen",
+    "decode_raw",
     "derive_event_message",
     "diff_header",
     "encode_sorted_trusted",
@@ -80,12 +82,14 @@ __all__ = [
     "freeze_trusted",
     "has_secrets",
     "header_from_json",
+    "item_from_line",
     "looks_like_secret",
     "names_a_secret",
     "new_session_id",
     "paused_gc",
     "plan_repair",
     "repair_interrupted",
+    "replay_scan",
     "scoped_secrets",
     "secret_prefix_length",
     "system_lines",

@@ -9,20 +9,23 @@ docs/format.md is the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import struct
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tapelog._errors import EventError
 from tapelog.log._canonical import decode, encode, encode_trusted
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_decoded
-from tapelog.log._payloads import check_blocks, check_payload
+from tapelog.log._payloads import check_blocks, check_payload, chunk_shape_ok
 
 __all__ = [
     "EVENT_TYPES",
     "PACKED_TYPES",
+    "RECORD_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
+    "UNPROJECTED",
     "Event",
     "PackedChunk",
     "PackedEvent",
@@ -30,14 +33,22 @@ __all__ = [
     "check_packed",
     "check_payload",
     "chunk_kind",
+    "chunk_shape_ok",
     "event_from_json",
     "event_from_line",
-    "exact_bytes",
-    "pack_chunk",
+    "item_from_line",
+    "iter_events",
     "pack_event",
+    "pack_logged",
+    "pack_record",
+    "unpack_record",
+    "unpack_unchecked",
 ]
 
 SESSION_FORMAT_VERSION: Final = 0
+
+UNPROJECTED: Final[Any] = type("Unprojected", (), {"__repr__": lambda self: "UNPROJECTED"})()
+"""What an event holds before its message is projected (``None`` is a result)."""
 
 SURFACE_TYPES: Final = frozenset(
     {"user/message", "context/message", "assistant/message", "tool/result"}
@@ -82,6 +93,9 @@ class Event:
     data: FrozenDict
     surface_op: str | FrozenDict | None = None
     source_seqs: FrozenList | None = None
+    _message: Any = field(default=UNPROJECTED, init=False, repr=False, compare=False)
+    """The message a surface event projects to, once made (see
+    ``derive_event_message``): every fold of the log shares it."""
 
     @property
     def is_surface(self) -> bool:
@@ -143,32 +157,88 @@ back rarely. Chunks above all: one per streamed piece."""
 
 
 class PackedEvent(Event):
-    """An event kept as its canonical log line, its ``data`` decoded on access.
+    """An event of :data:`PACKED_TYPES` as a compact record, ``data`` decoded on access.
 
-    A session keeps every event of :data:`PACKED_TYPES` this way: the bytes it
-    is written as take about a third of the memory of the decoded objects. It
-    is an :class:`Event` in every way that can be observed: ``data`` (a fresh
-    frozen copy on each access), equality, ``encode()``. Build one with
+    A session's fold keeps such an event as its record alone (one ``bytes``:
+    type and chunk-kind codes, time, then the payload's canonical bytes) and
+    makes a :class:`PackedEvent` over it when the event is read
+    (:func:`unpack_record`): no object per event is held for the many small
+    events that shape no request. The rest of the line (``{"seq":..,
+    "time":..,"type":"..","data":`` and the closing brace) is the same
+    canonical text for every such event, rebuilt by :meth:`encode`. It is an
+    :class:`Event` in every way that can be observed: ``time`` and ``data``
+    (read from the record; ``data`` a fresh frozen copy on each access),
+    equality, ``encode()``;
+    reading one seq twice gives two equal objects, not one. Build one with
     :func:`pack_event`, which validates the payload first.
     """
 
-    __slots__ = ("_kind", "_line", "_unchecked")
+    __slots__ = ("_record", "_unchecked")
 
-    _line: bytes
-    _kind: str
+    _record: bytes
     _unchecked: Mapping[str, Any] | None
+
+    # Never set on a packed event: read from the class (the slots stay empty).
+    surface_op = None
+    source_seqs = None
+    _message = None  # not a surface event: it projects to nothing
+
+    @property
+    def time(self) -> int:
+        record = self._record
+        if record[0] < 0x80:
+            time: int = _HEAD.unpack_from(record)[2]
+            return time
+        return int(record[2 : record.index(0, 2)])
+
+    @property
+    def _kind(self) -> str:
+        return _KIND_LIST[self._record[1]]
 
     @property
     def data(self) -> FrozenDict:
-        decoded: FrozenDict = freeze_decoded(decode(self._line)["data"])
+        decoded: FrozenDict = freeze_decoded(decode(self._payload()))
         return decoded
 
+    def _payload(self) -> bytes:
+        record = self._record
+        return record[10:] if record[0] < 0x80 else record[record.index(0, 2) + 1 :]
+
     def encode(self) -> bytes:
-        return self._line
+        # The envelope of a packed event has four keys in this order, two ints
+        # and a type from PACKED_TYPES (plain ASCII): its canonical text is this.
+        return b'{"seq":%d,"time":%d,"type":"%s","data":%s}' % (
+            self.seq,
+            self.time,
+            _TYPE_BYTES[self.type],
+            self._payload(),
+        )
 
 
 PackedChunk = PackedEvent
 """The name of a packed event when it is an ``assistant/chunk``."""
+
+# A record is ``<type code><kind code><time: int64 LE><payload>``; a time
+# outside int64 (valid JSON all the same) is kept as ``<type code | 0x80><kind
+# code><time in decimal>\0<payload>`` (canonical JSON never holds a NUL byte).
+_HEAD: Final = struct.Struct("<BBq")
+RECORD_TYPES: Final = tuple(sorted(PACKED_TYPES))
+"""The event type of each type code of a record (``RECORD_TYPES[record[0] & 0x7F]``)."""
+_TYPE_CODES: Final = {t: i for i, t in enumerate(RECORD_TYPES)}
+_TYPE_BYTES: Final = {t: t.encode() for t in PACKED_TYPES}
+_KIND_LIST: list[str] = [""]  # chunk kinds seen, by code; code 0: none, or too many kinds
+_KIND_CODES: dict[str, int] = {"": 0}
+_INT64: Final = range(-(2**63), 2**63)
+
+
+def _kind_code(kind: str) -> int:
+    code = _KIND_CODES.get(kind)
+    if code is None:
+        if len(_KIND_LIST) > 255:
+            return 0  # read back from the payload (chunk_kind)
+        code = _KIND_CODES[kind] = len(_KIND_LIST)
+        _KIND_LIST.append(kind)
+    return code
 
 
 def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) -> PackedEvent:
@@ -181,34 +251,100 @@ def pack_event(obj: Mapping[str, Any], line: bytes, *, checked: bool = False) ->
     replays the event and checks it in its turn (after the seq, as for any
     event), then let go of; :func:`check_packed` does that.
     """
-    etype = obj["type"]
-    data = obj["data"]
     event = _new(PackedEvent)
     _set_seq(event, obj["seq"])
-    _set_time(event, obj["time"])
-    _set_type(event, _TYPES[etype])
-    _set_surface_op(event, None)
-    _set_source_seqs(event, None)
-    _set_line(event, line)
-    _set_unchecked(event, None if checked else data)
-    chunk = data.get("chunk") if etype == "assistant/chunk" else None
-    kind = chunk.get("kind") if isinstance(chunk, Mapping) else None
-    kind = kind if isinstance(kind, str) else ""
-    _set_kind(event, _KINDS.setdefault(kind, kind))
+    record = pack_record(obj, line)
+    _set_type(event, RECORD_TYPES[record[0] & 0x7F])
+    _set_record(event, record)
+    _set_unchecked(event, None if checked else obj["data"])
     return event
 
 
-# A packed event is made per line of a load: its slots are set through their
-# descriptors directly (what object.__setattr__ would find, without the lookup).
+def pack_record(obj: Mapping[str, Any], line: bytes) -> bytes:
+    """The record a fold keeps for the packed event with decoded envelope
+    ``obj`` and canonical line ``line`` (see :class:`PackedEvent`)."""
+    # The payload's bytes: from the envelope's own ``,"data":`` (the first in
+    # the line: seq and time are ints and a packed type has no comma) to the
+    # closing brace.
+    payload = line[line.index(b',"data":') + 8 : -1]
+    return _record(obj["type"], obj["time"], obj["data"], payload)
+
+
+def pack_logged(event: Event) -> PackedEvent:
+    """The :class:`PackedEvent` of a validated event of :data:`PACKED_TYPES`
+    that is not one yet (a live append): its payload encoded on its own, no
+    envelope built or encoded."""
+    packed = _new(PackedEvent)
+    _set_seq(packed, event.seq)
+    _set_type(packed, event.type)
+    _set_record(packed, _record(event.type, event.time, event.data, encode_trusted(event.data)))
+    _set_unchecked(packed, None)
+    return packed
+
+
+def _record(etype: str, time: int, data: Mapping[str, Any], payload: bytes) -> bytes:
+    kind = 0
+    if etype == "assistant/chunk":
+        chunk = data.get("chunk")
+        # JSON objects here are dicts (decoded) or FrozenDicts (frozen data).
+        found = chunk.get("kind") if isinstance(chunk, dict) else None
+        if type(found) is str:
+            kind = _KIND_CODES.get(found) or _kind_code(found)
+    if time in _INT64:
+        return _HEAD.pack(_TYPE_CODES[etype], kind, time) + payload
+    return b"%c%c%d\0%s" % (_TYPE_CODES[etype] | 0x80, kind, time, payload)
+
+
+def unpack_unchecked(seq: int, record: bytes, data: Mapping[str, Any]) -> PackedEvent:
+    """:func:`unpack_record` for a record a load just made, with its decoded
+    payload ``data`` still to check (as :func:`pack_event` leaves it)."""
+    event = unpack_record(seq, record)
+    _set_unchecked(event, data)
+    return event
+
+
+def unpack_record(seq: int, record: bytes) -> PackedEvent:
+    """The :class:`PackedEvent` at ``seq`` over its record (a fold's item)."""
+    event = _new(PackedEvent)
+    _set_seq(event, seq)
+    _set_type(event, RECORD_TYPES[record[0] & 0x7F])
+    _set_record(event, record)
+    _set_unchecked(event, None)
+    return event
+
+
+def iter_events(items: list[Event | bytes], start: int = 0) -> Iterator[Event]:
+    """The events of a fold's items in order (the first at seq ``start``), each
+    record made into its :class:`PackedEvent` (:func:`unpack_record`, inlined: a
+    walk of a long log reads every one)."""
+    new, set_seq, set_type, set_record, set_unchecked = (
+        _new,
+        _set_seq,
+        _set_type,
+        _set_record,
+        _set_unchecked,
+    )
+    types = RECORD_TYPES
+    for seq, item in enumerate(items, start):
+        if type(item) is bytes:
+            event = new(PackedEvent)
+            set_seq(event, seq)
+            set_type(event, types[item[0] & 0x7F])
+            set_record(event, item)
+            set_unchecked(event, None)
+            yield event
+        else:
+            yield item  # type: ignore[misc]
+
+
+# A packed event is made per line of a load and per read of a fold: its slots
+# are set through their descriptors directly (what object.__setattr__ would
+# find, without the lookup).
 _new = object.__new__
 _set_seq = Event.__dict__["seq"].__set__
-_set_time = Event.__dict__["time"].__set__
 _set_type = Event.__dict__["type"].__set__
-_set_surface_op = Event.__dict__["surface_op"].__set__
-_set_source_seqs = Event.__dict__["source_seqs"].__set__
-_set_line = PackedEvent.__dict__["_line"].__set__
+_set_record = PackedEvent.__dict__["_record"].__set__
 _set_unchecked = PackedEvent.__dict__["_unchecked"].__set__
-_set_kind = PackedEvent.__dict__["_kind"].__set__
 
 
 def check_packed(event: PackedEvent) -> None:
@@ -216,19 +352,7 @@ def check_packed(event: PackedEvent) -> None:
     pending = event._unchecked
     if pending is not None:
         check_payload(event.type, pending)
-        object.__setattr__(event, "_unchecked", None)
-
-
-pack_chunk = pack_event
-
-_TYPES: Final = {t: t for t in PACKED_TYPES}  # the shared string of each packed type
-_KINDS: dict[str, str] = {}  # one string object per chunk kind, shared by every packed chunk
-
-
-def exact_bytes(data: bytes) -> bytes:
-    """``data`` in an exact-size buffer (``orjson.dumps`` results keep a much
-    larger one, and a packed event lives as long as its session)."""
-    return memoryview(data).tobytes()
+        _set_unchecked(event, None)
 
 
 def chunk_kind(event: Event) -> str:
@@ -248,6 +372,16 @@ def event_from_line(obj: Any, line: bytes) -> Event | None:
     from ``line``, which is exactly its canonical encoding. The event when the
     envelope is well formed (the common case, checked without building an error
     location), else ``None``: :func:`event_from_json` then says what is wrong."""
+    item = item_from_line(obj, line)
+    if type(item) is bytes:
+        return unpack_unchecked(obj["seq"], item, obj["data"])
+    return item  # type: ignore[return-value]
+
+
+def item_from_line(obj: Any, line: bytes) -> Event | bytes | None:
+    """:func:`event_from_line` without an object for a packed event: its record
+    (:func:`pack_record`; the caller keeps ``obj["data"]`` to check and
+    ``obj["seq"]``, which a record does not hold)."""
     if type(obj) is not dict:
         return None
     n = len(obj)
@@ -265,7 +399,7 @@ def event_from_line(obj: Any, line: bytes) -> Event | None:
         return None
     if n == 4:
         if etype in PACKED_TYPES:
-            return pack_event(obj, line)
+            return pack_record(obj, line)
         return Event(seq, time, etype, freeze_decoded(data))
     surface_op = obj["surface_op"]
     source_seqs = obj["source_seqs"] if n == 6 else None
@@ -342,8 +476,7 @@ def event_from_json(
     ):
         if canonical:
             return pack_event(obj, line)
-        encoded = encode_trusted(obj)
-        return pack_event(obj, line if encoded == line else exact_bytes(encoded))
+        return pack_event(obj, encode_trusted(obj))  # a record is copied out of it
     if decoded and type(data) is dict:
         return Event(
             seq=seq,

@@ -19,10 +19,11 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from typing import overload
 
-from tapelog.log._events import Event
+from tapelog.log._events import Event, PackedEvent
 from tapelog.log._freeze import FrozenDict
 from tapelog.log._header import EpochHeader, fold_header_event
 from tapelog.log._projection import derive_event_message
+from tapelog.log._session_info import SessionEvents
 from tapelog.log._surface import Surface, parse_surface_op
 
 __all__ = ["History", "LogFold"]
@@ -101,7 +102,8 @@ class LogFold:
     )
 
     def __init__(self) -> None:
-        self._events: list[Event] = []
+        # A packed event is kept as its record (see PackedEvent), any other as itself.
+        self._events: list[Event | bytes] = []
         self.surface = Surface()
         self._header: EpochHeader | None = None
         self._messages: list[FrozenDict] = []
@@ -110,8 +112,14 @@ class LogFold:
         self._projected_gen = 0
 
     @property
-    def events(self) -> list[Event]:
-        """The folded events (the fold's own list: do not modify)."""
+    def events(self) -> SessionEvents:
+        """The folded events, as a read-only live view (a packed event is made
+        from its record when read)."""
+        return SessionEvents(self._events)
+
+    @property
+    def items(self) -> list[Event | bytes]:
+        """The fold's own list: each event, or a packed event's record (do not modify)."""
         return self._events
 
     @property
@@ -133,7 +141,7 @@ class LogFold:
     def apply_folded(self, event: Event, header: EpochHeader | None) -> None:
         """Fold one event whose header fold the caller computed already
         (``Session`` does while validating it)."""
-        self._events.append(event)
+        self._events.append(event._record if type(event) is PackedEvent else event)
         if event.surface_op is not None:
             self.surface.apply(event.seq, parse_surface_op(event.surface_op))
         self._header = header
@@ -149,7 +157,9 @@ class LogFold:
         events = self._events
         messages, seqs = self._messages, self._seqs
         for seq in surface.nodes_from(self._projected):
-            message = derive_event_message(events[seq])
+            event = events[seq]  # a surface event: never packed
+            assert not isinstance(event, bytes)
+            message = derive_event_message(event)
             if message is not None:
                 messages.append(message)
                 seqs.append(seq)

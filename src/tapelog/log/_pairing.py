@@ -54,7 +54,7 @@ class ToolLedger:
 
     def observe(self, event: Event, data: Mapping[str, Any] | None = None) -> None:
         """Fold one event into the ledger; ``data`` is its payload when the caller
-        holds it already (a packed event decodes its line on each access)."""
+        holds it already (a packed event decodes its payload on each access)."""
         etype = event.type
         if etype == "assistant/message":
             for block in (event.data if data is None else data)["content"]:

@@ -13,7 +13,13 @@ from typing import Any, Final
 from tapelog._errors import EventError
 from tapelog.log._freeze import FrozenDict
 
-__all__ = ["HEADER_REASONS", "MESSAGE_ROLES", "check_blocks", "check_payload"]
+__all__ = [
+    "HEADER_REASONS",
+    "MESSAGE_ROLES",
+    "check_blocks",
+    "check_payload",
+    "chunk_shape_ok",
+]
 
 HEADER_REASONS: Final = ("initial", "resume", "fallback")
 
@@ -221,17 +227,22 @@ def _message(etype: str, data: Mapping[str, Any]) -> None:
         raise _fail(etype, "data.idempotency_key must be a non-empty string, on a user/message")
 
 
-def _chunk(etype: str, data: Mapping[str, Any]) -> None:
-    # The most frequent event of a log: its common shape checked in one
-    # expression (exact JSON types, what the checks below accept first).
-    chunk: Any = data.get("chunk")
-    if (
-        type(data) in _OBJECTS
-        and type(chunk) in _OBJECTS
+def chunk_shape_ok(data: Any) -> bool:
+    """Whether an ``assistant/chunk`` payload has the common shape (exact JSON
+    types: what the full check accepts first). The most frequent event of a
+    log, checked in one expression; ``False`` says nothing: the full check
+    (:func:`check_payload`) decides, and names what is wrong."""
+    chunk: Any = data.get("chunk") if type(data) in _OBJECTS else None
+    return (
+        type(chunk) in _OBJECTS
         and type(chunk.get("kind")) is str
         and type(data.get("turn")) is int
         and type(data.get("step")) is int
-    ):
+    )
+
+
+def _chunk(etype: str, data: Mapping[str, Any]) -> None:
+    if chunk_shape_ok(data):
         return
     _step(etype, data)
     chunk = _need(etype, data, "chunk", dict)

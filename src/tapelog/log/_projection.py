@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tapelog.log._events import Event
+from tapelog.log._events import UNPROJECTED, Event
 from tapelog.log._freeze import FrozenDict, freeze_trusted
 
 __all__ = ["derive_event_message", "fold_messages"]
@@ -26,7 +26,18 @@ def derive_event_message(event: Event) -> FrozenDict | None:
 
     Pure: the result depends on the event alone. Non-surface events and
     assistant messages with empty content (and no ``fields``) give ``None``.
+    The message is made once per event and kept on it (it is frozen), so the
+    session's fold and the checker's shadow hold one message per node, not two.
     """
+    message = event._message
+    if message is UNPROJECTED:
+        message = _derive(event)
+        object.__setattr__(event, "_message", message)
+    projected: FrozenDict | None = message
+    return projected
+
+
+def _derive(event: Event) -> FrozenDict | None:
     data = event.data
     etype = event.type
     if etype == "user/message" or etype == "context/message":

@@ -60,10 +60,12 @@ NOT_RUN_TOOL_RESULT: Final = (
 def _close_compaction(session: Session) -> list[Event]:
     """``compact/end`` for a ``compact/start`` that has none (at most one can be open)."""
     events = session.events
-    for event in reversed(events):
-        if event.type == "compact/end":
+    for seq in range(len(events) - 1, -1, -1):
+        etype = events.type_at(seq)  # by type: the events read back are many, small
+        if etype == "compact/end":
             return []
-        if event.type == "compact/start":
+        if etype == "compact/start":
+            event = events[seq]
             cid = event.data.get("id")
             applied = any(
                 e.type == "user/message" and e.data["source"].get("id") == cid

@@ -141,6 +141,19 @@ class LogRules:
         if etype in _IN_STEP or (etype == "tool/result" and event.surface_op == "append"):
             self._check_in_step(etype, data)
 
+    def passes_chunk(self, seq: int, data: Mapping[str, Any]) -> bool:
+        """Whether an ``assistant/chunk`` at ``seq`` (with payload ``data``, already
+        valid) passes :meth:`check` and leaves :meth:`apply` nothing to do: no
+        step is handing calls on, it is not where a fork's seed ends, and it is
+        in the open step (if any). ``False`` says nothing: :meth:`check` decides.
+        The replay of a load asks this of half its events."""
+        step = self._step
+        return (
+            self._handing is None
+            and seq != self._seed
+            and (step is None or (data["turn"] == step[0] and data["step"] == step[1]))
+        )
+
     def _check_handing(self, etype: str, data: Mapping[str, Any]) -> None:
         assert self._handing is not None
         t, k, seq, calls = self._handing

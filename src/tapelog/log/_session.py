@@ -26,27 +26,26 @@ from contextlib import contextmanager
 from typing import Any
 
 from tapelog._errors import EventError, LogError, ReentrantAppendError
-from tapelog.log._canonical import encode_trusted
 from tapelog.log._events import (
     PACKED_TYPES,
-    SURFACE_TYPES,
+    RECORD_TYPES,
     Event,
     PackedEvent,
     check_packed,
-    check_payload,
+    chunk_shape_ok,
     event_from_json,
-    exact_bytes,
-    pack_event,
+    unpack_record,
+    unpack_unchecked,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._fork import fork_session
-from tapelog.log._freeze import FrozenDict, FrozenList, freeze
-from tapelog.log._header import EpochHeader, fold_header_event
+from tapelog.log._freeze import FrozenDict
+from tapelog.log._header import EpochHeader
 from tapelog.log._rules import LogRules
+from tapelog.log._session_check import check_event, packed
 from tapelog.log._session_info import RunClaim, SessionEvents, SessionInfo, new_session_id
-from tapelog.log._surface import parse_surface_op
 
-__all__ = ["Listener", "RuleBreaks", "Session"]
+__all__ = ["Listener", "RuleBreaks", "Session", "replay_scan"]
 
 Listener = Callable[[Event], None]
 RuleBreaks = Callable[[Event, LogError], None]
@@ -58,14 +57,6 @@ _thread_id = threading.get_ident
 
 def _now_ms() -> int:
     return _time.time_ns() // 1_000_000
-
-
-def _packed(event: Event) -> Event:
-    """A validated event of :data:`PACKED_TYPES`, kept as its line (:class:`PackedEvent`)."""
-    if type(event) is PackedEvent or event.surface_op is not None:
-        return event
-    envelope = event.to_json()
-    return pack_event(envelope, exact_bytes(encode_trusted(envelope)), checked=True)
 
 
 class Session:
@@ -97,7 +88,7 @@ class Session:
         self._fold = LogFold()
         self._rules = LogRules(seed_length=seed_length)
         self._rule_breaks: RuleBreaks | None = None
-        self._events: list[Event] = self._fold.events
+        self._events: list[Event | bytes] = self._fold.items
         self._surface = self._fold.surface
         self._listeners: list[Listener] = []
         self._publishing = False
@@ -116,9 +107,11 @@ class Session:
         return self.info.id
 
     @property
-    def events(self) -> Sequence[Event]:
-        """The events so far: a read-only live view (no copy; events are frozen)."""
-        return SessionEvents(self._fold.events)
+    def events(self) -> SessionEvents:
+        """The events so far: a read-only live view (no copy; events are frozen).
+        An event of :data:`PACKED_TYPES` is made from its record on each read:
+        equal every time, not the same object."""
+        return self._fold.events
 
     @property
     def seq(self) -> int:
@@ -129,7 +122,10 @@ class Session:
         return len(self._events)
 
     def event(self, seq: int) -> Event:
-        return self._events[seq]
+        item = self._events[seq]
+        if type(item) is bytes:
+            return unpack_record(seq if seq >= 0 else seq + len(self._events), item)
+        return item  # type: ignore[return-value]
 
     @property
     def surface(self) -> list[int]:
@@ -244,7 +240,9 @@ class Session:
         surface_op: str | Mapping[str, Any] | None,
         source_seqs: Sequence[int] | None,
     ) -> Event:
-        event, header, frozen = self._validate(
+        # The event against the log so far, then the structural rules.
+        event, header, frozen = check_event(
+            self._fold,
             seq=len(self._events),
             time=self._time(),
             etype=type,
@@ -252,8 +250,9 @@ class Session:
             surface_op=surface_op,
             source_seqs=source_seqs,
         )
+        self._check_rules(event, frozen)
         if type in PACKED_TYPES:
-            event = _packed(event)
+            event = packed(event)
         self._appended = True
         self._commit(event, header, frozen)
         self._publish(event)
@@ -267,76 +266,6 @@ class Session:
             return self._last_time
         self._last_time = now
         return now
-
-    def _validate(
-        self,
-        *,
-        seq: int,
-        time: int,
-        etype: str,
-        data: Mapping[str, Any],
-        surface_op: Any,
-        source_seqs: Any,
-        event: Event | None = None,
-    ) -> tuple[Event, EpochHeader | None, FrozenDict]:
-        """Check one event against the log so far (payload, surface op, header
-        fold, then the structural rules); return it with the header after it
-        and its payload.
-
-        ``event`` is the already-built event when replaying; it is returned as
-        it is when it passes (no second copy on the load path).
-        """
-        if not isinstance(etype, str):
-            raise EventError(f"event type must be a string, got {etype!r}")
-        if type(data) is not FrozenDict and not isinstance(data, Mapping):
-            raise EventError(f"{etype}: data must be a JSON object")
-        frozen = freeze(data, path="data")
-        check_payload(etype, frozen)
-        is_surface = etype in SURFACE_TYPES
-        if is_surface and surface_op is None:
-            raise EventError(f"{etype} is a surface event and needs a surface_op")
-        if not is_surface and surface_op is not None:
-            raise EventError(f"{etype} is not a surface event and must not carry a surface_op")
-        if not is_surface and source_seqs is not None:
-            raise EventError(f"{etype} is not a surface event and must not carry source_seqs")
-        op = None
-        if is_surface:
-            op = parse_surface_op(surface_op)
-            self._surface.check(
-                op, etype, frozen, lambda s: (self._events[s].type, self._events[s].data)
-            )
-        seqs: FrozenList | None = None
-        if source_seqs is not None:
-            seqs = (
-                source_seqs
-                if type(source_seqs) is FrozenList
-                else freeze(list(source_seqs), path="source_seqs")
-            )
-            for s in seqs:
-                if type(s) is not int or not 0 <= s < seq:
-                    raise EventError(
-                        f"{etype}: source_seqs must name earlier events, got {s!r} at seq {seq}"
-                    )
-        header_after = self._fold.header
-        if etype in ("request/header", "request/header-delta"):
-            probe = Event(seq=seq, time=time, type=etype, data=frozen)
-            header_after = fold_header_event(header_after, probe)
-        if not (
-            event is not None
-            and event.data is frozen
-            and event.source_seqs is seqs
-            and (surface_op is None or type(surface_op) is str or type(surface_op) is FrozenDict)
-        ):
-            event = Event(
-                seq=seq,
-                time=time,
-                type=etype,
-                data=frozen,
-                surface_op=None if surface_op is None else freeze(surface_op, path="surface_op"),
-                source_seqs=seqs,
-            )
-        self._check_rules(event, frozen)
-        return event, header_after, frozen
 
     def _check_rules(self, event: Event, data: Mapping[str, Any]) -> None:
         """The structural rules (:class:`LogRules`); while replaying for ``verify``
@@ -407,7 +336,8 @@ class Session:
             self._commit(event, self._fold.header, data)
             return
         try:
-            checked, header, frozen = self._validate(
+            checked, header, frozen = check_event(
+                self._fold,
                 seq=event.seq,
                 time=event.time,
                 etype=event.type,
@@ -416,10 +346,11 @@ class Session:
                 source_seqs=event.source_seqs,
                 event=event,
             )
+            self._check_rules(checked, frozen)
         except LogError as exc:
             raise type(exc)(f"seq {event.seq}: {exc}") from None
         if checked.type in PACKED_TYPES:
-            checked = _packed(checked)
+            checked = packed(checked)
         self._commit(checked, header, frozen)
 
     # --- projection ----------------------------------------------------------
@@ -470,12 +401,36 @@ class Session:
             parent=parent,
             seed_length=seed_length,
         )
-        session._rule_breaks = rule_breaks
+        return replay_scan(session, events, (), rule_breaks)
+
+    def _replay_many(
+        self,
+        events: Iterable[Event | Mapping[str, Any] | bytes],
+        payloads: Sequence[Any] = (),
+    ) -> None:
+        """:meth:`_replay` each event. An item of a store's scan may be a packed
+        event's record (bytes, at its seq's position), its decoded payload at
+        the same position of ``payloads``. A packed ``assistant/chunk`` a load
+        just decoded (half of a log's events) is checked inline: its payload's
+        common shape and :meth:`LogRules.passes_chunk`, the same rules in fewer
+        calls, since a chunk touches neither the surface, the header nor the
+        structural state. Anything else takes the full path."""
+        log = self._events
+        rules = self._rules
         for i, raw in enumerate(events):
+            if type(raw) is bytes:
+                data = payloads[i]
+                if (
+                    RECORD_TYPES[raw[0] & 0x7F] == "assistant/chunk"
+                    and chunk_shape_ok(data)
+                    and rules.passes_chunk(i, data)
+                ):
+                    log.append(raw)
+                    continue
+                self._replay(unpack_unchecked(i, raw, data))
+                continue
             event = raw if isinstance(raw, Event) else event_from_json(raw, where=f"event {i}")
-            session._replay(event)  # no other thread knows the new session yet
-        session._rule_breaks = None
-        return session
+            self._replay(event)
 
     @classmethod
     def from_info(
@@ -503,3 +458,19 @@ class Session:
         half-finished turn that no request can explain.
         """
         return fork_session(self, at, id=id, clock=self._clock)
+
+
+def replay_scan(
+    session: Session,
+    items: Iterable[Event | Mapping[str, Any] | bytes],
+    payloads: Sequence[Any],
+    rule_breaks: RuleBreaks | None = None,
+) -> Session:
+    """Replay into a new, empty ``session`` (see :meth:`Session.from_events`) what
+    a store's scan of a log file made: events, and for a packed event its record
+    (at its seq's position) with its decoded payload at that position of
+    ``payloads``: no object per packed event (see ``_replay_many``)."""
+    session._rule_breaks = rule_breaks
+    session._replay_many(items, payloads)  # no other thread knows the new session yet
+    session._rule_breaks = None
+    return session

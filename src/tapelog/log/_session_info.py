@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from tapelog._errors import LogError
-from tapelog.log._events import Event
+from tapelog.log._events import RECORD_TYPES, Event, iter_events, unpack_record
 
 __all__ = ["RunClaim", "SessionEvents", "SessionInfo", "new_session_id", "open_turn_at"]
 
@@ -39,26 +39,30 @@ class SessionInfo:
 
 
 def open_turn_at(events: Sequence[Event], upto: int) -> int | None:
-    """The turn left open after ``events[: upto + 1]`` (``None`` if all closed)."""
-    open_turn: int | None = None
-    for event in events[: upto + 1]:
+    """The turn left open after ``events[: upto + 1]`` (``None`` if all closed):
+    read back from ``upto`` to the last turn boundary, not from the start."""
+    for seq in range(min(upto, len(events) - 1), -1, -1):
+        event = events[seq]
         if event.type == "turn/start":
-            open_turn = event.data["turn"]
-        elif event.type == "turn/end":
-            open_turn = None
-    return open_turn
+            turn: int = event.data["turn"]
+            return turn
+        if event.type == "turn/end":
+            return None
+    return None
 
 
 class SessionEvents(Sequence[Event]):
-    """A read-only view of a session's event list; slicing returns a list copy.
+    """A read-only view of a session's events; slicing returns a list copy.
 
-    Only a :class:`Session` makes one, over events it validated: readers may
-    fold them without validating again.
+    Only a :class:`Session` (or its fold) makes one, over events it validated:
+    readers may fold them without validating again. A packed event is held as
+    its record and made into a :class:`PackedEvent` each time it is read (equal
+    each time, not the same object).
     """
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: list[Event]) -> None:
+    def __init__(self, items: list[Event | bytes]) -> None:
         self._items = items
 
     def __len__(self) -> int:
@@ -69,25 +73,53 @@ class SessionEvents(Sequence[Event]):
     @overload
     def __getitem__(self, index: slice) -> list[Event]: ...
     def __getitem__(self, index: int | slice) -> Event | list[Event]:
-        return self._items[index]
+        items = self._items
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(items))
+            if step == 1:
+                return list(iter_events(items[start:stop], start))
+            return [_event(items, seq) for seq in range(start, stop, step)]
+        item = items[index]
+        if isinstance(item, bytes):
+            return unpack_record(index if index >= 0 else index + len(items), item)
+        return item
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self._items)
+        return iter_events(self._items)
+
+    def types(self, start: int = 0) -> Iterator[str]:
+        """The type of each event from seq ``start`` on, without making the
+        event of a packed one (a reader looking for a few types among many)."""
+        items = self._items if start == 0 else self._items[start:]
+        types = RECORD_TYPES
+        return (types[i[0] & 0x7F] if type(i) is bytes else i.type for i in items)  # type: ignore[union-attr]
+
+    def type_at(self, seq: int) -> str:
+        """The type of the event at ``seq`` (see :meth:`types`)."""
+        item = self._items[seq]
+        return RECORD_TYPES[item[0] & 0x7F] if isinstance(item, bytes) else item.type
 
     def __reversed__(self) -> Iterator[Event]:
-        return reversed(self._items)
+        items = self._items
+        for seq in range(len(items) - 1, -1, -1):
+            yield _event(items, seq)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SessionEvents):
-            return self._items == other._items
+            return self._items == other._items or list(self) == list(other)
         if isinstance(other, (list, tuple)):
-            return list(self._items) == list(other)
+            return list(self) == list(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"<{len(self._items)} events>"
+
+
+def _event(items: list[Event | bytes], seq: int) -> Event:
+    item = items[seq]
+    return unpack_record(seq, item) if isinstance(item, bytes) else item
 
 
 class RunClaim:

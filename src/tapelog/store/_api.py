@@ -6,7 +6,7 @@ store (``PointRecord``) (internal: docs/architecture.md).
 
 from tapelog.store._families import in_families
 from tapelog.store._ids import validate_session_id
-from tapelog.store._jsonl import read_session_bytes, read_session_file
+from tapelog.store._jsonl_read import read_session_bytes, read_session_file
 from tapelog.store._points import PointRecord
 from tapelog.store._summaries import Cursor, Folded
 from tapelog.store._verify import VerifyReport, verify_jsonl

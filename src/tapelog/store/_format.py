@@ -38,9 +38,12 @@ from tapelog.log._api import (
     RuleBreaks,
     Session,
     SessionInfo,
+    decode_raw,
     encode_trusted,
     event_from_json,
     event_from_line,
+    item_from_line,
+    replay_scan,
 )
 from tapelog.store._base import Digest, SessionSummary
 from tapelog.store._ids import validate_session_id
@@ -54,6 +57,7 @@ __all__ = [
     "scan_jsonl",
 ]
 
+_NOT_JSON: Final = object()  # what a line that is not JSON decodes to in the hot loop
 _HEADER_KEYS: Final = ("format_version", "id", "created", "cwd", "parent", "seed_length")
 
 
@@ -147,7 +151,11 @@ class JsonlScan:
     """
 
     info: SessionInfo | None = None
-    events: list[Event] = field(default_factory=list)
+    events: list[Event | bytes] = field(default_factory=list)
+    """Each event, or for a packed one at its seq's position its record (bytes:
+    no object per event), whose decoded payload is at the same position of
+    ``payloads`` (``None`` beside an event)."""
+    payloads: list[Any] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     lines: int = 0
@@ -259,24 +267,39 @@ def scan_jsonl(
     digests = _DigestChain(data, seed)
     offset = len(lines[0]) + 1  # where line 2 starts
     prefix_ok = not scan.problems
-    for index, raw in enumerate(lines[1:]):
-        number = index + 2
-        start = offset
-        offset += len(raw) + 1
+    events, payloads, spaced = scan.events, scan.payloads, scan.spaced
+    # The hot loop of every load: one decode, one re-encode to prove the line
+    # canonical, one envelope check (`item_from_line`) per line, inlined; a
+    # packed event becomes its record, no object. Anything off that path takes
+    # `_parse_line_checked`, which says why.
+    for number, raw in enumerate(lines[1:], 2):
         try:
-            event, obj = _parse_line(raw, number, scan.spaced)
-        except CorruptLogError as exc:
-            prefix_ok = False
-            if problem(number, number - 2, exc):  # line n holds seq n - 2
-                return scan
-            continue
+            obj = decode_raw(raw)
+        except ValueError:
+            obj = _NOT_JSON
+        item: Event | bytes | None = None
+        if obj is not _NOT_JSON and encode_trusted(obj) == raw:
+            item = item_from_line(obj, raw)
+            if type(item) is bytes and obj["seq"] != number - 2:
+                item = event_from_line(obj, raw)  # off its position: replay names the seq
+        if item is None:
+            try:
+                item, obj = _parse_line_checked(raw, number, spaced)
+            except CorruptLogError as exc:
+                offset += len(raw) + 1
+                prefix_ok = False
+                if problem(number, number - 2, exc):  # line n holds seq n - 2
+                    return scan
+                continue
         if prefix_ok:
-            scan.events.append(event)
+            events.append(item)
+            payloads.append(obj["data"] if type(item) is bytes else None)
         digests.after += 1
-        if event.type == "log/digest":
-            error = digests.check(event.seq, obj["data"], number, start)
+        if obj["type"] == "log/digest":
+            error = digests.check(obj["seq"], obj["data"], number, offset)
             if error is not None and problem(number, number - 2, error):
                 return scan
+        offset += len(raw) + 1
     scan.last_digest = digests.last
     scan.last_digest_line = digests.last_line
     if digests.last_line is not None:
@@ -343,22 +366,8 @@ class _DigestChain:
         return "anywhere before it (no earlier digest of the session matches)"
 
 
-def _parse_line(raw: bytes, number: int, spaced: list[int]) -> tuple[Event, Any]:
-    """The event of one line, and the JSON it was decoded from."""
-    try:
-        obj = decode(raw)
-    except JsonValueError:
-        pass
-    else:  # the common case: a canonical line with a well-formed envelope
-        if encode_trusted(obj) == raw:
-            event = event_from_line(obj, raw)
-            if event is not None:
-                return event, obj
-    return _parse_line_checked(raw, number, spaced)
-
-
 def _parse_line_checked(raw: bytes, number: int, spaced: list[int]) -> tuple[Event, Any]:
-    """:func:`_parse_line` the long way, for a line off the fast path: spaced,
+    """The event of a line off the fast path of :func:`scan_jsonl`: spaced,
     not canonical, or not valid (then it says why, naming the line)."""
     where = f"line {number}"
     try:
@@ -368,9 +377,7 @@ def _parse_line_checked(raw: bytes, number: int, spaced: list[int]) -> tuple[Eve
             if _without_spaces(raw) != canonical:
                 raise CorruptLogError(_not_canonical(raw, where), line=number)
             spaced.append(number)
-        # a packed event keeps its line: the exact-size slice when it is canonical
-        line = raw if canonical == raw else memoryview(canonical).tobytes()
-        event = event_from_json(obj, where=where, decoded=True, line=line, canonical=True)
+        event = event_from_json(obj, where=where, decoded=True, line=canonical, canonical=True)
     except (JsonValueError, LogError) as exc:
         text = str(exc)
         message = text if text.startswith(f"{where}:") else f"{where}: {text}"
@@ -437,25 +444,30 @@ def _without_spaces(raw: bytes) -> bytes:
 
 
 def replay_events(
-    info: SessionInfo, events: Sequence[Event], *, rule_breaks: RuleBreaks | None = None
+    info: SessionInfo,
+    events: Sequence[Event | bytes],
+    *,
+    payloads: Sequence[Any] = (),
+    rule_breaks: RuleBreaks | None = None,
 ) -> Session:
     """Replay scanned events (lines 2, 3, ...) into a Session, naming the bad line.
 
     ``Session.from_info`` validates contiguity, payloads, surface ops, the
     header fold and the structural rules (:class:`tapelog.log._rules.LogRules`)
     exactly as live appends; this only adds where it happened. ``rule_breaks``
-    (for ``verify``) is told of each structural break instead.
+    (for ``verify``) is told of each structural break instead. ``events`` and
+    ``payloads`` are a scan's (:class:`JsonlScan`: records of packed events).
     """
     reached = -1
 
-    def feed() -> Iterator[Event]:
+    def feed() -> Iterator[Event | bytes]:
         nonlocal reached
         for i, event in enumerate(events):
             reached = i
             yield event
 
     try:
-        return Session.from_info(info, feed(), rule_breaks=rule_breaks)
+        return replay_scan(Session.from_info(info, ()), feed(), payloads, rule_breaks)
     except (LogError, JsonValueError) as exc:
         line = reached + 2
         raise CorruptLogError(f"line {line}: {exc}", line=line) from exc

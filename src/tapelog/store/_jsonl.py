@@ -37,7 +37,7 @@ from tapelog._errors import (
     SessionNotFoundError,
     StoreError,
 )
-from tapelog.log._api import Session, paused_gc
+from tapelog.log._api import Session
 from tapelog.store._base import (
     LoadedSession,
     SessionStore,
@@ -46,73 +46,32 @@ from tapelog.store._base import (
     count_events,
     os_error_advice,
 )
-from tapelog.store._format import (
-    damaged_summary,
-    header_line,
-    replay_events,
-    scan_jsonl,
-    summarise_session,
-)
+from tapelog.store._format import header_line
 from tapelog.store._ids import validate_session_id
+from tapelog.store._jsonl_files import (
+    SUFFIX,
+    fsync_dir,
+    never_started,
+    never_started_message,
+    read_fd,
+    remove_temporaries,
+    summarise,
+    write_all,
+    write_unsynced,
+)
 from tapelog.store._jsonl_follow import JsonlFollower, held_locks
 from tapelog.store._jsonl_points import JsonlPointLog
-from tapelog.store._jsonl_summaries import jsonl_summaries, last_line
+from tapelog.store._jsonl_read import read_session_bytes
+from tapelog.store._jsonl_summaries import jsonl_summaries
 from tapelog.store._lock import WriteLock, make_private_dirs
 from tapelog.store._reserve import Reservation
 from tapelog.store._summaries import F, Folded
 
-__all__ = ["JsonlStore", "JsonlWriter", "read_session_bytes", "read_session_file"]
+__all__ = ["JsonlStore", "JsonlWriter"]
 
 _log = logging.getLogger("tapelog.store")
 
-_SUFFIX = ".jsonl"
-_TAIL_BLOCK = 65536
 _FILE_MODE = 0o600
-
-
-def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[LoadedSession, int]:
-    """Parse and replay a session file's bytes; also return the intact byte length.
-
-    Raises on the first problem (:class:`FormatVersionError` or
-    :class:`CorruptLogError` naming the line, prefixed with ``source``); a torn
-    final line is dropped with a warning. What the load built is left out of
-    later garbage collections (``paused_gc(freeze=True)``): a session lives long
-    and holds no cycles, so walking it again and again would be pure cost.
-    """
-    with paused_gc(freeze=True):
-        return _read_session_bytes(data, source)
-
-
-def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
-    scan = scan_jsonl(data, max_problems=1)
-    if scan.problems:
-        problem = scan.problems[0]
-        error = problem.error
-        raise type(error)(f"{source}: {problem}", **_line_kw(error)) from error
-    assert scan.info is not None
-    try:
-        session = replay_events(scan.info, scan.events)
-    except CorruptLogError as exc:
-        raise CorruptLogError(f"{source}: {exc}", line=exc.line) from exc
-    warnings = tuple(f"{source}: {w}" for w in scan.warnings)
-    loaded = LoadedSession(
-        session=session,
-        warnings=warnings,
-        digest=scan.last_digest,
-        undigested=scan.after_digest,
-        torn=scan.good_size != len(data),
-    )
-    return loaded, scan.good_size
-
-
-def _line_kw(error: StoreError) -> dict[str, int | None]:
-    return {"line": error.line} if isinstance(error, CorruptLogError) else {}
-
-
-def read_session_file(path: Path) -> LoadedSession:
-    """Load a session file from any path (read-only; see :func:`read_session_bytes`)."""
-    loaded, _ = read_session_bytes(Path(path).read_bytes(), source=str(path))
-    return loaded
 
 
 class JsonlWriter(SessionWriter):
@@ -138,7 +97,7 @@ class JsonlWriter(SessionWriter):
     def _write(self, lines: builtins.list[bytes], *, sync: bool = True) -> None:
         data = b"\n".join(lines) + b"\n"
         try:
-            (_write_all if sync else _write_unsynced)(self._fd, data)
+            (write_all if sync else write_unsynced)(self._fd, data)
         except OSError as exc:
             # Cut what a partial write left, so the file still ends on a whole line.
             with contextlib.suppress(OSError):
@@ -191,14 +150,14 @@ class JsonlStore(SessionStore):
 
     def path(self, session_id: str) -> Path:
         """Where the session's log is (or would be) stored."""
-        return self.root / f"{validate_session_id(session_id)}{_SUFFIX}"
+        return self.root / f"{validate_session_id(session_id)}{SUFFIX}"
 
     def _lock_path(self, session_id: str) -> Path:
         return self.root / ".locks" / f"{session_id}.lock"
 
     def exists(self, session_id: str) -> bool:
         path = self.path(session_id)
-        return path.is_file() and not _never_started(path)
+        return path.is_file() and not never_started(path)
 
     def locate(self, session_id: str) -> Path:
         """The path of a stored session; :class:`SessionNotFoundError` if there is none."""
@@ -208,8 +167,8 @@ class JsonlStore(SessionStore):
                 f"no session {session_id} in the store at {self.root}; "
                 "`tapelog sessions` lists the stored sessions"
             )
-        if _never_started(path):
-            raise SessionNotFoundError(_never_started_message(session_id, path))
+        if never_started(path):
+            raise SessionNotFoundError(never_started_message(session_id, path))
         return path
 
     # --- writing -------------------------------------------------------------
@@ -217,7 +176,7 @@ class JsonlStore(SessionStore):
     def reserve(self, session_id: str) -> Reservation | None:
         path = self.path(session_id)
         lock = self._lock_new(session_id)
-        if path.is_file() and not _never_started(path):
+        if path.is_file() and not never_started(path):
             lock.release()
             return None
         return Reservation(session_id, self, lock, lock.release)
@@ -251,9 +210,9 @@ class JsonlStore(SessionStore):
                         "file (a directory, a broken link or a special file); move it away or "
                         "choose another id"
                     )
-                if not _never_started(path):
+                if not never_started(path):
                     raise _exists(session.id, self.root)
-            _remove_temporaries(self.root, session.id)
+            remove_temporaries(self.root, session.id)
             data = header_line(session.info) + b"\n"
             data += b"".join(event.encode() + b"\n" for event in session.events)
             fd = self._create_whole(session.id, path, data)
@@ -270,7 +229,7 @@ class JsonlStore(SessionStore):
         Runs under the session's write lock, so an empty file at ``path`` is
         one an older tapelog left (never started) and may be replaced.
         """
-        temp = self.root / f".{session_id}{_SUFFIX}.{secrets.token_hex(4)}.tmp"
+        temp = self.root / f".{session_id}{SUFFIX}.{secrets.token_hex(4)}.tmp"
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
             fd = os.open(temp, flags, _FILE_MODE)
@@ -278,13 +237,13 @@ class JsonlStore(SessionStore):
             raise _create_error(session_id, path, exc) from None
         try:
             try:
-                _write_all(fd, data)
+                write_all(fd, data)
             except OSError as exc:
                 raise _create_error(session_id, path, exc) from None
             try:
                 os.link(temp, path, follow_symlinks=False)
             except FileExistsError:
-                if not (path.is_file() and not path.is_symlink() and _never_started(path)):
+                if not (path.is_file() and not path.is_symlink() and never_started(path)):
                     raise SessionExistsError(
                         f"session {session_id} was stored at {path} by another writer while "
                         "this one was creating it (two processes created the same id at "
@@ -294,7 +253,7 @@ class JsonlStore(SessionStore):
             except OSError as exc:
                 raise _create_error(session_id, path, exc) from None
             try:
-                _fsync_dir(self.root)
+                fsync_dir(self.root)
             except OSError as exc:
                 raise _create_error(session_id, path, exc) from None
         except BaseException:
@@ -312,7 +271,7 @@ class JsonlStore(SessionStore):
         path = self.locate(session_id)
         lock = WriteLock.acquire(self._lock_path(session_id), session_id)
         try:
-            _remove_temporaries(self.root, session_id)
+            remove_temporaries(self.root, session_id)
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError as exc:
             lock.release()
@@ -330,7 +289,7 @@ class JsonlStore(SessionStore):
             lock.release()
             raise
         try:
-            data = _read_fd(fd)
+            data = read_fd(fd)
             loaded, good_size = self._read(session_id, path, data)
             warnings, cover = loaded.resume_plan(accept_undigested=accept_undigested)
             if len(data) != good_size:
@@ -438,37 +397,12 @@ class JsonlStore(SessionStore):
         if not self.root.is_dir():
             return []
         summaries = [
-            _summarise(path)
+            summarise(path)
             for path in self.root.iterdir()
-            if path.name.endswith(_SUFFIX) and not path.name.startswith(".") and path.is_file()
+            if path.name.endswith(SUFFIX) and not path.name.startswith(".") and path.is_file()
         ]
         summaries.sort(key=lambda s: (s.created or 0, s.id), reverse=True)
         return summaries
-
-
-def _head(path: Path) -> bytes | None:
-    try:
-        with path.open("rb") as f:
-            return f.read(_TAIL_BLOCK)
-    except OSError:
-        return None
-
-
-def _never_started(path: Path) -> bool:
-    """Whether a session file holds no complete header line: an empty file (or a
-    cut header) that a crash left before tapelog created files atomically."""
-    head = _head(path)
-    return head is not None and b"\n" not in head and len(head) < _TAIL_BLOCK
-
-
-def _never_started_message(session_id: str, path: Path) -> str:
-    what = "the file is empty" if not _head(path) else "the header line is incomplete"
-    return (
-        f"session {session_id} ({path}): line 1: {what}: the session was never started "
-        "(a process stopped between creating its file and writing the header); "
-        f"`tapelog run --session {session_id} ...` starts it afresh, replacing the file, "
-        "or delete the file"
-    )
 
 
 def _create_error(session_id: str, path: Path, exc: OSError) -> StoreError:
@@ -478,69 +412,8 @@ def _create_error(session_id: str, path: Path, exc: OSError) -> StoreError:
     )
 
 
-def _remove_temporaries(root: Path, session_id: str) -> None:
-    """Remove temporary files a crash left while creating the session (under its lock)."""
-    for stray in root.glob(f".{session_id}{_SUFFIX}.*.tmp"):
-        with contextlib.suppress(OSError):
-            stray.unlink()
-
-
 def _exists(session_id: str, root: Path) -> SessionExistsError:
     return SessionExistsError(
         f"session {session_id} already exists in the store at {root}; "
         "open it to append, or choose another id"
     )
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write every byte and fsync."""
-    _write_unsynced(fd, data)
-    os.fsync(fd)
-
-
-def _write_unsynced(fd: int, data: bytes) -> None:
-    """Write every byte (``os.write`` may write less)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _read_fd(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    chunks: builtins.list[bytes] = []
-    offset = 0
-    while offset < size:
-        chunk = os.pread(fd, size - offset, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-def _summarise(path: Path) -> SessionSummary:
-    """A summary from the header line and the last complete line only (cheap)."""
-    session_id = path.name[: -len(_SUFFIX)]
-    size = 0
-    details = f"run `tapelog verify {session_id}` for details"
-    try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            first = f.readline()
-            if not first.endswith(b"\n"):
-                if len(first) < _TAIL_BLOCK:
-                    message = _never_started_message(session_id, path)
-                    return damaged_summary(session_id, size, message)
-                raise CorruptLogError("the header line is incomplete", line=1)
-            last = last_line(f, start=len(first), size=size, block=_TAIL_BLOCK)
-    except Exception as exc:  # one damaged file must not hide the others
-        return damaged_summary(session_id, size, f"{exc}; {details}")
-    return summarise_session(session_id, first, last, size, details=details)

@@ -51,7 +51,7 @@ from tapelog.log._api import Session
 from tapelog.store._base import LoadedSession, SessionStore, SessionSummary, SessionWriter
 from tapelog.store._format import header_line
 from tapelog.store._ids import validate_session_id
-from tapelog.store._jsonl import read_session_bytes
+from tapelog.store._jsonl_read import read_session_bytes
 from tapelog.store._pg_checkpoints import read_audit_checkpoint, write_audit_checkpoint
 from tapelog.store._pg_conninfo import parse_conninfo
 from tapelog.store._pg_follow import PostgresFollower, channel, held_keys

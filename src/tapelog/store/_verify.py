@@ -37,6 +37,7 @@ from tapelog._errors import CorruptLogError, LogError
 from tapelog.log._api import (
     Event,
     Session,
+    SessionEvents,
     SessionInfo,
     paused_gc,
     plan_repair,
@@ -62,7 +63,7 @@ class LogStats:
     def of(cls, session: Session, *, requests: int | None = None) -> LogStats:
         """Counts of ``session``; ``requests`` is the number of requests it sent
         (default: every ``step/start``, which counts steps that never sent one)."""
-        counts = Counter(event.type for event in session.events)
+        counts = Counter(session.events.types())
         return cls(
             events=len(session),
             turns=counts["turn/start"],
@@ -150,7 +151,9 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         problems.append(_problem(event, str(error)))
 
     try:
-        session = replay_events(replay_info, scan.events, rule_breaks=rule_broken)
+        session = replay_events(
+            replay_info, scan.events, payloads=scan.payloads, rule_breaks=rule_broken
+        )
     except CorruptLogError as exc:
         line = exc.line if exc.line is not None else 0
         problems.append(Problem(line=line, seq=line - 2, error=exc))
@@ -174,7 +177,7 @@ def _verify(data: bytes, expected_id: str | None) -> VerifyReport:
         warnings=tuple(scan.warnings),
         notes=tuple(notes),
         session=session if valid else None,
-        stats=LogStats.of(session, requests=requests) if valid and session is not None else None,
+        stats=(LogStats.of(session, requests=requests) if valid and session is not None else None),
         digest=digest,
     )
 
@@ -276,8 +279,11 @@ def _left_unanswered(session: Session) -> list[Problem]:
 def _walk(session: Session) -> tuple[int | None, Problem | None]:
     """The requests the log says were sent, walked as every audit walks them (so a
     log that verifies can be audited); or the problem that stops the walk."""
+    # Every packed event made once from its record, not once per look at it
+    # (the walk reads each step's events ahead): a view over one list of them.
+    events = SessionEvents(list(session.events))
     try:
-        walked = walk_requests(session, one_shots=True)
+        walked = walk_requests(events, session_id=session.id, one_shots=True)
         return sum(1 for request in walked if request.kind == "loop"), None
     except LogError as exc:
         seq = exc.seq if exc.seq is not None else 0
