@@ -43,7 +43,7 @@ from tapelog._errors import (
     TapelogError,
 )
 from tapelog.checker._api import check_enabled
-from tapelog.llm._api import logged_target, wire_for
+from tapelog.llm._api import logged_target, sized_content, wire_for
 from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
@@ -398,8 +398,9 @@ class Proxy:
             upstream_headers(request.headers, self.upstream.family),
         )
         try:
+            content, sized = sized_content(body, headers)  # the parts, as sized chunks
             response = await self.http.send(
-                self.http.build_request("POST", url, content=body, headers=headers),
+                self.http.build_request("POST", url, content=content, headers=sized),
                 stream=True,
             )
         except httpx.HTTPError as exc:
