@@ -8,6 +8,7 @@ would send is forwarded byte for byte, on both wires.
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from tapelog.proxy._anthropic_in import parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import chain_of, loose_key
 from tapelog.proxy._openai_in import parse_openai, translate_openai
 from tapelog.proxy._translate import Translator
+from tapelog.proxy._types import ALL_RULES
 from tapelog.request import LlmRequest
 
 TEXT = st.text(min_size=1, max_size=20).filter(lambda t: t.strip() != "")
@@ -199,3 +201,37 @@ def test_loose_keys_ignore_what_clients_rewrite() -> None:
     )
     assert loose_key(other) != loose_key(echoed)
     assert chain_of([b"a", b"b"])[0] == chain_of([b"a"])[0] != chain_of([b"b"])[0]
+
+
+def test_the_session_header_changes_the_checked_header_only_by_its_send_back_rule() -> None:
+    """``for_session`` gives what ``header`` with the session's header gives,
+    for every set of send-back rules the messages allow and every session
+    header (none, another model, each explicit rule): the checked header
+    itself when the session changes nothing, a new one when its rule wins."""
+    upstream = Upstream.resolve("deepseek", base_url="http://x")
+    translator = Translator(upstream)
+    request = translator.parse(
+        "openai",
+        decode(
+            encode({"model": "deepseek-reasoner", "messages": [{"role": "user", "content": "hi"}]})
+        ),
+    )
+    currents: list[EpochHeader | None] = [None]
+    for model in ("deepseek-chat", "deepseek-reasoner"):
+        currents.append(EpochHeader(config=LlmCallConfig(provider="deepseek", model=model)))
+        for rule in ALL_RULES:
+            config = LlmCallConfig(
+                provider="deepseek", model=model, wire={"reasoning_send_back": rule}
+            )
+            currents.append(EpochHeader(config=config))
+    kept = changed = 0
+    for size in range(1, len(ALL_RULES) + 1):
+        for rules in map(frozenset, combinations(ALL_RULES, size)):
+            checked = translator.header(request, rules, None)
+            for current in currents:
+                made = translator.for_session(request, rules, current, checked)
+                assert made.to_json() == translator.header(request, rules, current).to_json()
+                kept += made is checked
+                changed += made is not checked
+    assert kept
+    assert changed

@@ -355,6 +355,24 @@ class Translator:
         except (HeaderError, JsonValueError) as exc:
             raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
 
+    def for_session(
+        self,
+        request: ClientRequest,
+        rules: frozenset[str],
+        current: EpochHeader | None,
+        checked: EpochHeader,
+    ) -> EpochHeader:
+        """The header under the session's header ``current``, given ``checked``,
+        the one :meth:`header` made for ``request`` with no session (and
+        :meth:`check_header` passed): the same unless the reasoning send-back
+        rule the session keeps picks another (OpenAI; the only part of the
+        header ``current`` decides), so a request makes its header once."""
+        if request.family != "openai" or self._send_back(
+            request.model, rules, current
+        ) == self._send_back(request.model, rules, None):
+            return checked
+        return self.header(request, rules, current)
+
     def _send_back(
         self, model: str, rules: frozenset[str], current: EpochHeader | None
     ) -> dict[str, Any]:
