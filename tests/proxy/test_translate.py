@@ -11,9 +11,11 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tapelog._errors import ProxyError
 from tapelog.llm._api import AnthropicWire, OpenAIWire
 from tapelog.log import decode, encode
 from tapelog.log._api import EpochHeader, FrozenList, LlmCallConfig, freeze
@@ -235,3 +237,44 @@ def test_the_session_header_changes_the_checked_header_only_by_its_send_back_rul
                 changed += made is not checked
     assert kept
     assert changed
+
+
+def test_the_header_check_builds_a_header_once_and_still_compares_every_body(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rebuilt non-history part is kept per header: one build for a run of
+    requests under one header, a new one for another header, and each body is
+    still compared with it (a body that differs is refused under a known header)."""
+    built: list[object] = []
+    build = OpenAIWire.build_body
+
+    def counted(self: OpenAIWire, request: LlmRequest) -> Any:
+        built.append(request)
+        return build(self, request)
+
+    monkeypatch.setattr(OpenAIWire, "build_body", counted)
+    translator = Translator(Upstream.resolve("deepseek", base_url="http://x"))
+
+    def request(temperature: float, text: str) -> Any:
+        body = {"model": "deepseek-chat", "temperature": temperature, "messages": []}
+        body["messages"] = [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": text},
+        ]
+        return translator.parse("openai", decode(encode(body)))
+
+    def header(parsed: Any) -> EpochHeader:
+        return translator.header(parsed, translator.messages(parsed).rules, None)
+
+    first = request(0.5, "one")
+    checked = header(first)
+    for text in ("one", "two", "three"):
+        translator.check_header(request(0.5, text), checked)
+    assert len(built) == 1
+    with pytest.raises(ProxyError, match="temperature"):
+        translator.check_header(request(0.7, "four"), checked)
+    other = request(0.7, "five")
+    translator.check_header(other, header(other))
+    assert len(built) == 2
+    with pytest.raises(ProxyError, match="temperature"):
+        translator.check_header(first, header(other))

@@ -181,6 +181,7 @@ class Translator:
         self._current: dict[bytes, Translated] = {}
         self._previous: dict[bytes, Translated] = {}
         self._recent: list[Messages] = []  # newest last, at most ``_RECENT``
+        self._top: tuple[tuple[str, bytes], dict[str, Any]] | None = None  # check_header's
 
     def parse(
         self,
@@ -389,16 +390,24 @@ class Translator:
         return {}
 
     def check_header(self, request: ClientRequest, header: EpochHeader) -> None:
-        """Refuse unless the header says what the body's non-history part says."""
-        wire = wire_for(header.config)
-        try:
-            rebuilt = wire.build_body(LlmRequest(header=header, messages=FrozenList()))
-        except (HeaderError, EventError, JsonValueError) as exc:
-            raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
-        tops = {"anthropic": anthropic_top, "openai": openai_top, "responses": responses_top}
-        found = first_difference(
-            tops[request.family](request.body), tops[request.family](rebuilt), "body"
-        )
+        """Refuse unless the header says what the body's non-history part says.
+
+        What the header rebuilds to is kept for the last header (by its
+        canonical bytes): a conversation's requests share one header, so the
+        wire builds it once, not on every request."""
+        top = _TOPS[request.family]
+        key = (request.family, header.canonical_bytes())
+        if self._top is not None and self._top[0] == key:
+            rebuilt = self._top[1]
+        else:
+            wire = wire_for(header.config)
+            try:
+                body = wire.build_body(LlmRequest(header=header, messages=FrozenList()))
+            except (HeaderError, EventError, JsonValueError) as exc:
+                raise ProxyError(f"the request cannot be represented in the log: {exc}") from None
+            rebuilt = top(body)
+            self._top = (key, rebuilt)
+        found = first_difference(top(request.body), rebuilt, "body")
         if found is not None:
             raise ProxyError(found, kind="invalid_request_error")
 
@@ -435,6 +444,14 @@ class Translator:
                 return False
 
         return same
+
+
+_TOPS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "anthropic": anthropic_top,
+    "openai": openai_top,
+    "responses": responses_top,
+}
+"""Each client API's normal form of a body's non-history part."""
 
 
 def _alone(messages: tuple[FrozenDict, ...]) -> tuple[FrozenDict, ...]:
