@@ -13,10 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tapelog._errors import ProxyError
 from tapelog.log import decode, encode
 from tapelog.proxy import Upstream
 from tapelog.proxy._body_prefix import BodyPrefixes
-from tapelog.proxy._translate import Messages, Translator
+from tapelog.proxy._translate import SEGMENT_BYTES, Messages, Translator
 
 from ._helpers import assert_rebuilds, in_process, post, sessions_in
 
@@ -84,6 +89,108 @@ def test_an_extension_found_by_its_bytes_translates_as_a_fresh_translator_does()
         _same(found[-1], fresh.messages(fresh.parse("openai", decode(raw))))
         assert found[-1].encoded == encode(messages[1:size])  # after the system message
     assert [m.known for m in found] == [0, *(len(m.neutral) for m in found[:-1])]
+
+
+_TEXT = st.text(alphabet='ab "\\\n\u00e9\U0001f600', max_size=12)
+_CALL = st.builds(
+    lambda i, args: {
+        "id": f"c{i}",
+        "type": "function",
+        "function": {"name": "f", "arguments": args},
+    },
+    st.integers(0, 3),
+    st.sampled_from(["{}", '{"a":1}', '{"b": [true]}']),
+)
+_OPENAI_MESSAGE = st.one_of(
+    st.builds(lambda t: {"role": "user", "content": t}, _TEXT),
+    st.builds(lambda t: {"role": "assistant", "content": t}, _TEXT),
+    st.builds(lambda t: {"role": "system", "content": t}, _TEXT),
+    st.builds(
+        lambda calls: {"role": "assistant", "content": None, "tool_calls": calls},
+        st.lists(_CALL, min_size=1, max_size=2),
+    ),
+    st.builds(
+        lambda i, t: {"role": "tool", "tool_call_id": f"c{i}", "content": t},
+        st.integers(0, 3),
+        _TEXT,
+    ),
+)
+_STEP = st.tuples(
+    st.sampled_from(["extend", "extend", "branch", "field"]),
+    st.lists(_OPENAI_MESSAGE, min_size=1, max_size=3),
+    st.integers(0, 50),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=st.lists(_STEP, min_size=1, max_size=8))
+def test_incremental_translation_equals_a_full_one(
+    steps: list[tuple[str, list[dict[str, Any]], int]],
+) -> None:
+    """A run of requests as the proxy sees them (extensions found by their
+    bytes, branches back to an earlier point, a leading field that changes so
+    only the remembered message bytes match): every translation equals a fresh
+    translator's full one, and its message bytes are the list's canonical bytes."""
+    upstream = Upstream.resolve("deepseek", base_url="http://x")
+    warm, prefixes = Translator(upstream), BodyPrefixes()
+    conversation: list[dict[str, Any]] = []
+    temperature = 0
+    for kind, added, cut in steps:
+        if kind == "branch" and conversation:
+            del conversation[cut % len(conversation) :]
+        elif kind == "field":
+            temperature += 1
+        conversation.extend(added)
+        body = {"temperature": temperature, "model": MODEL, "messages": conversation}
+        raw = encode(body)
+        fresh = Translator(upstream)
+        parsed = fresh.parse("openai", decode(raw))
+        decoded = prefixes.decode(raw)
+        try:
+            full = fresh.messages(parsed)
+        except ProxyError as exc:  # refused whole: refused as an extension too
+            refusal = str(exc)
+        else:
+            refusal = None
+        if refusal is not None:
+            with pytest.raises(ProxyError) as refused:
+                warm.messages(warm.parse("openai", decoded.body), extends=decoded.extends)
+            assert str(refused.value) == refusal
+            del conversation[len(conversation) - len(added) :]
+            continue
+        found = warm.messages(warm.parse("openai", decoded.body), extends=decoded.extends)
+        warm.remember(found)
+        prefixes.remember(raw, decoded, found)
+        _same(found, full)
+        assert found.encoded == full.encoded == encode(parsed.messages)
+        assert found.count == full.count == len(parsed.messages)
+
+
+def test_an_extension_shares_the_history_bytes_it_extends() -> None:
+    """The canonical bytes of a long history are kept once: a request that
+    extends it holds the earlier request's parts as the same objects and
+    copies only what is new (at most one open segment), never the history."""
+    upstream = Upstream.resolve("deepseek", base_url="http://x")
+    warm, prefixes = Translator(upstream), BodyPrefixes()
+    messages = [
+        {"role": ("user", "assistant")[i % 2], "content": f"{i} " + "x" * 300} for i in range(601)
+    ]
+    found: list[Messages] = []
+    for size in (401, 403, 405, 601):
+        raw = encode({"model": MODEL, "messages": messages[:size]})
+        decoded = prefixes.decode(raw)
+        found.append(warm.messages(warm.parse("openai", decoded.body), extends=decoded.extends))
+        warm.remember(found[-1])
+        prefixes.remember(raw, decoded, found[-1])
+        assert found[-1].encoded == encode(messages[:size])
+    first = found[0].listed
+    assert len(first) == 1
+    assert len(first[0]) > SEGMENT_BYTES
+    for later in found[1:]:
+        assert later.listed[0] is first[0]  # the history's bytes, not a copy
+    assert found[2].listed[1] is not found[1].listed[1]  # the open segment grew
+    assert len(found[2].listed) == 2
+    assert sum(map(len, found[3].listed[1:])) < 2 * SEGMENT_BYTES
 
 
 def _anthropic(input_: dict[str, Any]) -> list[dict[str, Any]]:

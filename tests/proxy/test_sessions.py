@@ -10,9 +10,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from openai import AsyncOpenAI
 
 from tapelog.log import decode
+from tapelog.proxy._translate import Translator
 from tapelog.store import JsonlStore
 
 from ._helpers import SECRET, assert_no_secret, assert_rebuilds, in_process, post, sessions_in
@@ -377,6 +379,32 @@ async def test_reasoning_a_client_stops_sending_back_is_a_replace(tmp_path: Path
     assert sent[3]["reasoning_content"] == "think two"
     assert "client changed messages[1]" in lines[2]
     assert "wire.reasoning_send_back -> present" in lines[2]
+    assert_rebuilds({session.id: session}, emu)
+
+
+async def test_the_header_is_made_once_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header checked against the client's body is the one logged and sent
+    (made again only when the session's own send-back rule picks another):
+    one ``Translator.header`` per request, and the bodies still rebuild."""
+    made: list[object] = []
+    header = Translator.header
+
+    def counted(self: Translator, *args: Any) -> Any:
+        made.append(args)
+        return header(self, *args)
+
+    monkeypatch.setattr(Translator, "header", counted)
+    async with in_process(tmp_path) as (_, emu, http):
+        messages: list[Any] = [{"role": "user", "content": "go"}]
+        for i in range(3):
+            response = await post(http, PATH, {"model": MODEL, "messages": messages})
+            assert response.status_code == 200, response.text
+            answer = response.json()["choices"][0]["message"]
+            messages += [answer, {"role": "user", "content": f"more {i}"}]
+    assert len(made) == 3
+    (session,) = sessions_in(tmp_path).values()
     assert_rebuilds({session.id: session}, emu)
 
 

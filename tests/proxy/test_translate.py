@@ -8,11 +8,14 @@ would send is forwarded byte for byte, on both wires.
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tapelog._errors import ProxyError
 from tapelog.llm._api import AnthropicWire, OpenAIWire
 from tapelog.log import decode, encode
 from tapelog.log._api import EpochHeader, FrozenList, LlmCallConfig, freeze
@@ -21,6 +24,7 @@ from tapelog.proxy._anthropic_in import parse_anthropic, translate_anthropic
 from tapelog.proxy._keys import chain_of, loose_key
 from tapelog.proxy._openai_in import parse_openai, translate_openai
 from tapelog.proxy._translate import Translator
+from tapelog.proxy._types import ALL_RULES
 from tapelog.request import LlmRequest
 
 TEXT = st.text(min_size=1, max_size=20).filter(lambda t: t.strip() != "")
@@ -199,3 +203,78 @@ def test_loose_keys_ignore_what_clients_rewrite() -> None:
     )
     assert loose_key(other) != loose_key(echoed)
     assert chain_of([b"a", b"b"])[0] == chain_of([b"a"])[0] != chain_of([b"b"])[0]
+
+
+def test_the_session_header_changes_the_checked_header_only_by_its_send_back_rule() -> None:
+    """``for_session`` gives what ``header`` with the session's header gives,
+    for every set of send-back rules the messages allow and every session
+    header (none, another model, each explicit rule): the checked header
+    itself when the session changes nothing, a new one when its rule wins."""
+    upstream = Upstream.resolve("deepseek", base_url="http://x")
+    translator = Translator(upstream)
+    request = translator.parse(
+        "openai",
+        decode(
+            encode({"model": "deepseek-reasoner", "messages": [{"role": "user", "content": "hi"}]})
+        ),
+    )
+    currents: list[EpochHeader | None] = [None]
+    for model in ("deepseek-chat", "deepseek-reasoner"):
+        currents.append(EpochHeader(config=LlmCallConfig(provider="deepseek", model=model)))
+        for rule in ALL_RULES:
+            config = LlmCallConfig(
+                provider="deepseek", model=model, wire={"reasoning_send_back": rule}
+            )
+            currents.append(EpochHeader(config=config))
+    kept = changed = 0
+    for size in range(1, len(ALL_RULES) + 1):
+        for rules in map(frozenset, combinations(ALL_RULES, size)):
+            checked = translator.header(request, rules, None)
+            for current in currents:
+                made = translator.for_session(request, rules, current, checked)
+                assert made.to_json() == translator.header(request, rules, current).to_json()
+                kept += made is checked
+                changed += made is not checked
+    assert kept
+    assert changed
+
+
+def test_the_header_check_builds_a_header_once_and_still_compares_every_body(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rebuilt non-history part is kept per header: one build for a run of
+    requests under one header, a new one for another header, and each body is
+    still compared with it (a body that differs is refused under a known header)."""
+    built: list[object] = []
+    build = OpenAIWire.build_body
+
+    def counted(self: OpenAIWire, request: LlmRequest) -> Any:
+        built.append(request)
+        return build(self, request)
+
+    monkeypatch.setattr(OpenAIWire, "build_body", counted)
+    translator = Translator(Upstream.resolve("deepseek", base_url="http://x"))
+
+    def request(temperature: float, text: str) -> Any:
+        body = {"model": "deepseek-chat", "temperature": temperature, "messages": []}
+        body["messages"] = [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": text},
+        ]
+        return translator.parse("openai", decode(encode(body)))
+
+    def header(parsed: Any) -> EpochHeader:
+        return translator.header(parsed, translator.messages(parsed).rules, None)
+
+    first = request(0.5, "one")
+    checked = header(first)
+    for text in ("one", "two", "three"):
+        translator.check_header(request(0.5, text), checked)
+    assert len(built) == 1
+    with pytest.raises(ProxyError, match="temperature"):
+        translator.check_header(request(0.7, "four"), checked)
+    other = request(0.7, "five")
+    translator.check_header(other, header(other))
+    assert len(built) == 2
+    with pytest.raises(ProxyError, match="temperature"):
+        translator.check_header(first, header(other))

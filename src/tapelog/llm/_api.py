@@ -7,11 +7,11 @@ from tapelog.llm._anthropic_stream import AnthropicStreamParser
 from tapelog.llm._anthropic_wire import AnthropicWire
 from tapelog.llm._assemble import assemble_alternatives, assemble_message
 from tapelog.llm._clients import ANTHROPIC_VERSION
-from tapelog.llm._http import resolve_api_key
+from tapelog.llm._http import resolve_api_key, sized_content
 from tapelog.llm._in_process import register_in_process_transport
 from tapelog.llm._openai_stream import OpenAIStreamParser
 from tapelog.llm._openai_wire import OpenAIWire, empty_content, no_text
-from tapelog.llm._pieces import BodyCache, WireBody
+from tapelog.llm._pieces import SEGMENT_BYTES, BodyCache, WireBody
 from tapelog.llm._provider_registry import (
     complete_config,
     default_model,
@@ -34,6 +34,7 @@ from tapelog.llm._wire_common import logged_target
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "SEGMENT_BYTES",
     "AbortHandle",
     "AnthropicStreamParser",
     "AnthropicWire",
@@ -62,6 +63,7 @@ __all__ = [
     "register_in_process_transport",
     "resolve_api_key",
     "role_shape",
+    "sized_content",
     "usage_prompt_tokens",
     "wire_for",
     "wire_named",

@@ -48,6 +48,7 @@ __all__ = [
     "parse_retry_after",
     "read_api_key",
     "resolve_api_key",
+    "sized_content",
     "stream_sse",
 ]
 
@@ -302,7 +303,7 @@ async def stream_sse(
     """POST ``body`` and yield its Server-Sent Events until the stream ends or aborts.
 
     A :class:`WireBody` is sent as its chunks with an explicit ``Content-Length``
-    (:func:`_content`): the same bytes as the joined body, no chunked transfer
+    (:func:`sized_content`): the same bytes as the joined body, no chunked transfer
     encoding, and no copy of the whole body on the way.
 
     Comments (``:`` lines) and unknown fields never reach the caller. On abort
@@ -318,7 +319,7 @@ async def stream_sse(
     chunks: AsyncIterator[bytes] | None = None
     stopped = False  # the caller closed this generator at one of its events
     try:
-        content, sized = _content(body, headers)
+        content, sized = sized_content(body, headers)
         request = http.build_request("POST", url, content=content, headers=sized)
         try:
             response = await _race(http.send(request, stream=True), abort_task)
@@ -366,10 +367,11 @@ async def stream_sse(
             await _release(response, chunks if stopped and not abort.aborted else None)
 
 
-def _content(
+def sized_content(
     body: bytes | WireBody, headers: Mapping[str, str]
 ) -> tuple[bytes | AsyncIterator[bytes], dict[str, str]]:
-    """What httpx sends for ``body``, and the headers to send it with.
+    """What httpx sends for ``body``, and the headers to send it with (the
+    clients' and the proxy's upstream send both go through here).
 
     httpx frames an async iterator with ``Transfer-Encoding: chunked`` unless
     the request names its ``Content-Length``; naming it keeps the framing a

@@ -43,7 +43,7 @@ from tapelog._errors import (
     TapelogError,
 )
 from tapelog.checker._api import check_enabled
-from tapelog.llm._api import logged_target, wire_for
+from tapelog.llm._api import logged_target, sized_content, wire_for
 from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
@@ -257,10 +257,11 @@ class Proxy:
 
     def _understand(
         self, family: Family, raw: bytes, request: Request | None = None
-    ) -> tuple[ClientRequest, Messages, list[bytes]]:
+    ) -> tuple[ClientRequest, Messages, EpochHeader]:
         """Decode, translate and check a body (one pass over its new messages,
         the garbage collector paused: this allocates an object per JSON value);
-        the request, its messages and their prefix chain. A body that extends
+        the request, its messages and the header checked against the body
+        (made with no session: ``Translator.for_session``). A body that extends
         a recent one is parsed from where that one's messages end
         (``_body_prefix``)."""
         with paused_gc():
@@ -292,7 +293,7 @@ class Proxy:
             self.prefixes.remember(raw, decoded, messages)
             header = self.translator.header(parsed, messages.rules, None)
             self.translator.check_header(parsed, header)
-            return parsed, messages, messages.chain
+            return parsed, messages, header
 
     def _too_large(self) -> str:
         return f"the request body is larger than the proxy reads ({self.max_body_bytes} bytes)"
@@ -322,14 +323,18 @@ class Proxy:
             if explicit is not None:
                 validate_session_id(explicit)
             raw = await self._read(request)
-            parsed, messages, chain = self._understand(family, raw, request)
+            parsed, messages, checked = self._understand(family, raw, request)
             who = Who(
                 Agent.of(parsed.system, parsed.tools, parsed.model),
                 client_signal(parsed.body, request.headers),
             )
             previous = parsed.extras.get("previous_response_id")
             assigned = await self.router.assign(
-                explicit, messages.keys, chain, who, previous if family == "responses" else None
+                explicit,
+                messages.keys,
+                messages.chain,
+                who,
+                previous if family == "responses" else None,
             )
         except InvalidSessionIdError as exc:
             return self._refuse(family, ProxyError(str(exc)), explicit)
@@ -342,11 +347,14 @@ class Proxy:
         try:
             state = assigned.state
             history = state.session.history()
+            current = state.session.header
             if assigned.how == "continue":  # the provider holds the history
                 parsed = continuing(parsed, history.messages)
                 own = self.translator.messages(parsed)
                 messages = replace(own, neutral=[*history.messages, *own.neutral])
-            header = self.translator.header(parsed, messages.rules, state.session.header)
+                header = self.translator.header(parsed, messages.rules, current)
+            else:
+                header = self.translator.for_session(parsed, messages.rules, current, checked)
             generation = state.session.replace_generation
             same = self.translator.same(header)
             plan = plan_messages(history, messages.neutral, same, state.compared, generation)
@@ -398,8 +406,9 @@ class Proxy:
             upstream_headers(request.headers, self.upstream.family),
         )
         try:
+            content, sized = sized_content(body, headers)  # the parts, as sized chunks
             response = await self.http.send(
-                self.http.build_request("POST", url, content=body, headers=headers),
+                self.http.build_request("POST", url, content=content, headers=sized),
                 stream=True,
             )
         except httpx.HTTPError as exc:

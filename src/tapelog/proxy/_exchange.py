@@ -38,7 +38,14 @@ from typing import Any
 
 from tapelog._errors import ProxyError
 from tapelog.llm import LlmRequest
-from tapelog.llm._api import BodyCache, WireFormat, assemble_alternatives, assemble_message
+from tapelog.llm._api import (
+    BodyCache,
+    WireBody,
+    WireFormat,
+    assemble_alternatives,
+    assemble_message,
+    encode_wire_body,
+)
 from tapelog.log._api import EpochHeader, Event, FrozenDict, History
 from tapelog.proxy._sessions import SessionState
 from tapelog.request import build_request
@@ -186,9 +193,12 @@ class Exchange:
 
     def log_request(
         self, plan: Plan, client: Sequence[FrozenDict], wire: WireFormat, cache: BodyCache
-    ) -> tuple[LlmRequest, bytes]:
+    ) -> tuple[LlmRequest, WireBody]:
         """Log the turn's start, the client's messages, ``step/start`` and the
-        header; the request rebuilt at that boundary and its body bytes."""
+        header; the request rebuilt at that boundary and its body, as the loop
+        has it: the wire's parts (``cache``: the session's, so only new messages
+        are encoded), checked by the session's checker (which compares only the
+        parts it has not verified before), never joined on the way."""
         state = self.state
         session = state.session
         state.turn = self.turn
@@ -213,7 +223,7 @@ class Exchange:
         request = build_request(
             header=header, nodes=nodes, session_id=session.id, boundary_seq=self.boundary.seq
         )
-        body = wire.encode_body(request, cache=cache)
+        body = encode_wire_body(wire, request, cache=cache)
         if state.checker is not None:
             state.checker.check(request, body)
         return request, body
