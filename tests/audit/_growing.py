@@ -16,12 +16,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from audit._sessions import HEADER, USAGE, LogBuilder
 from tapelog.log._api import Event, Session
 from tapelog.store import JsonlStore, SessionStore
 
 LOW_USAGE = {"input": 4000, "cache_read": 0, "cache_write": 0, "output": 5, "reasoning": 0}
 IDLE_GAP_MS = 2 * 60 * 60 * 1000  # past every provider's idle lifetime
+
+
+class AuditCounter:
+    """Counts the requests the cache audit audits (a run from a checkpoint of the
+    same log audits none; one resumed from a shorter log's, only those after it)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import tapelog.audit._cache_report as module
+
+        self.count = 0
+        real = module._audit_one
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, "_audit_one", counted)
 
 
 @dataclass(frozen=True)

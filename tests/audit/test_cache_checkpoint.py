@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from audit._growing import AuditCounter
 from audit._sessions import LogBuilder
 from tapelog.audit import cache_report
 from tapelog.cli import cli
@@ -56,23 +56,6 @@ def _outputs(root: Path, sid: str) -> tuple[str, str]:
     return as_json, text
 
 
-class _Audits:
-    """Counts the requests the command audits (a run from a checkpoint audits
-    none; one resumed from a shorter log's, only the requests after it)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import tapelog.audit._cache_report as module
-
-        self.count = 0
-        real = module._audit_one
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(module, "_audit_one", counted)
-
-
 _REQUESTS = 5  # in _session()
 
 
@@ -81,7 +64,7 @@ def test_a_checkpoint_is_written_and_gives_the_same_output(
 ) -> None:
     session = _session()
     log = _store(tmp_path, session)
-    audits = _Audits(monkeypatch)
+    audits = AuditCounter(monkeypatch)
     first = _outputs(tmp_path, session.id)  # writes the checkpoint
     assert audits.count == _REQUESTS
     checkpoint = log.with_suffix(".audit")
@@ -112,7 +95,7 @@ def test_a_checkpoint_of_a_shorter_log_is_resumed_from_and_rewritten(
         builder.user("More.")
         builder.answer("Yes.")
         writer.flush()
-    audits = _Audits(monkeypatch)
+    audits = AuditCounter(monkeypatch)
     after = _outputs(tmp_path, session.id)
     # Resumed after the fourth request: the last one covered again, and the new one.
     assert audits.count == 2
@@ -164,7 +147,7 @@ def test_a_forged_or_damaged_checkpoint_is_ignored_and_rebuilt(
         head["rows_sha256"] = hashlib.sha256(encode(body)).hexdigest()  # a consistent forgery
     forged = b"\n".join([encode(head), encode(body), state_line, b""])
     checkpoint.write_bytes(b"{not json" if forge == "not JSON" else forged)
-    audits = _Audits(monkeypatch)
+    audits = AuditCounter(monkeypatch)
     assert _outputs(tmp_path, session.id) == truth
     # The JSON run audited it all; the table run used the rebuilt one.
     assert audits.count == _REQUESTS
@@ -204,7 +187,7 @@ async def test_a_real_loop_session_reads_the_same_from_its_checkpoint(
     sid = await _stored(tmp_path)
     first = _outputs(tmp_path, sid)
     assert "drop: tools +shout" in first[1]
-    audits = _Audits(monkeypatch)
+    audits = AuditCounter(monkeypatch)
     assert _outputs(tmp_path, sid) == first
     assert audits.count == 0
 
@@ -237,7 +220,7 @@ def test_a_checkpoint_copied_with_its_log_elsewhere_is_rebuilt(
     moved.mkdir()
     for name in (log.name, log.with_suffix(".audit").name):
         (moved / name).write_bytes((log.parent / name).read_bytes())
-    audits = _Audits(monkeypatch)
+    audits = AuditCounter(monkeypatch)
     assert _run("cache", session.id, "--store", str(moved), "--json") == first
     assert audits.count == 1  # the last request, from the state before it
 
@@ -255,7 +238,7 @@ def test_report_takes_the_audit_from_the_checkpoint_and_writes_the_same_page(
         pages.append(out.read_bytes())
         if name == "first.html":  # written by the first run, read by the second
             assert log.with_suffix(".audit").is_file()
-            audits = _Audits(monkeypatch)
+            audits = AuditCounter(monkeypatch)
     assert audits.count == 0
     assert pages[0] == pages[1]
 
@@ -269,7 +252,7 @@ def test_serve_takes_the_audit_of_the_log_as_loaded_from_a_matching_checkpoint(
     _store(tmp_path, session)
     fresh = LiveSession(JsonlStore(tmp_path), session.id).audit()
     _outputs(tmp_path, session.id)  # leaves the checkpoint
-    audits = _Audits(monkeypatch)
+    audits = AuditCounter(monkeypatch)
     live = LiveSession(JsonlStore(tmp_path), session.id)
     assert live.audit().to_json() == fresh.to_json()
     assert audits.count == 0

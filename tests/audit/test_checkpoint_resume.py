@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audit._growing import Growing, TurnPlan, grow
+from audit._growing import AuditCounter, Growing, TurnPlan, grow
 from audit._sessions import HEADER
 from tapelog.audit import cache_report
 from tapelog.audit._api import (
@@ -31,22 +31,6 @@ from tapelog.cli import cli
 from tapelog.log import decode, encode
 from tapelog.request import walk_requests
 from tapelog.store import JsonlStore
-
-
-class _Counted:
-    """Counts the requests audited (a resumed audit audits only the new ones)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import tapelog.audit._cache_report as module
-
-        self.count = 0
-        real = module._audit_one
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(module, "_audit_one", counted)
 
 
 def _checkpointed(data: bytes, kept: Checkpoint | None, store: JsonlStore, sid: str) -> bytes:
@@ -137,7 +121,7 @@ def test_a_resumed_audit_audits_only_the_requests_after_the_checkpoint(
     growing.close()
     data = growing.path.read_bytes()
     session = growing.store.load_bytes(growing.sid, data).session
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     resumed, _ = resumed_audit(session, kept.resume_point(data))
     assert counted.count == 1 + 4
     assert resumed.to_json() == cache_report(session).to_json()
@@ -212,7 +196,7 @@ def test_cache_and_report_of_a_session_grown_in_increments_equal_a_fresh_audit(
     root = tmp_path / "store"
     growing = Growing(root)
     checkpoint = growing.path.with_suffix(".audit")
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     increments = [
         [TurnPlan(rounds=2)],
         [TurnPlan(rounds=1, low_usage=True), TurnPlan(rounds=0, idle_before=True, low_usage=True)],
@@ -248,7 +232,7 @@ def test_a_live_view_resumes_each_audit_from_the_one_before(
     growing = Growing(tmp_path)
     grow(growing, [TurnPlan(rounds=2), TurnPlan(rounds=1)])
     _run("cache", growing.sid, "--store", str(tmp_path), "--json")  # leaves the checkpoint
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     live = LiveSession(JsonlStore(tmp_path), growing.sid)
     try:
         assert len(live.audit().requests) == 5
@@ -308,7 +292,7 @@ def test_a_checkpoint_that_does_not_fit_the_grown_log_is_ignored_and_rebuilt(
         state_line = encode({"requests": "all", "stores": {}, "seen": {}, "chain": None})
         head["state_sha256"] = hashlib.sha256(state_line).hexdigest()
     checkpoint.write_bytes(b"\n".join([encode(head), rows_line, state_line, b""]))
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     out = _run("cache", growing.sid, "--store", str(root), "--json")
     assert counted.count == len(decode(out)["requests"])  # from the start
     rebuilt = checkpoint.read_bytes()

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from audit._growing import Growing, TurnPlan, grow
+from audit._growing import AuditCounter, Growing, TurnPlan, grow
 from tapelog.audit import CacheReport, cache_report
 from tapelog.cli import cli
 from tapelog.log import decode
@@ -39,22 +39,6 @@ def pg(pg_conninfo: str, tmp_path: Path) -> Iterator[tuple[str, PostgresStore]]:
     url = url_of(pg_conninfo, schema, password=SECRET)
     yield url, PostgresStore(pg_conninfo, schema=schema)
     drop_schema(pg_conninfo, schema)
-
-
-class _Counted:
-    """Counts the requests audited (none when the checkpoint covers the log)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import tapelog.audit._cache_report as module
-
-        self.count = 0
-        real = module._audit_one
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(module, "_audit_one", counted)
 
 
 def _cache(url: str, sid: str, *more: str) -> str:
@@ -83,7 +67,7 @@ def test_cache_keeps_its_checkpoint_in_the_table_and_reads_it_back(
     url, store = pg
     growing = Growing(tmp_path, store=store)
     grow(growing, [TurnPlan(rounds=2), TurnPlan(rounds=1, low_usage=True)])
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     first = _cache(url, growing.sid, "--json")
     assert counted.count == 5
     row = _row(store, growing.sid)
@@ -110,7 +94,7 @@ def test_a_session_that_grew_resumes_from_its_row_and_equals_a_fresh_audit(
     _cache(url, growing.sid, "--json")
     grow(growing, [TurnPlan(rounds=1, new_header=True), TurnPlan(rounds=1)])
     growing.close()
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     resumed = _cache(url, growing.sid, "--json")
     assert counted.count == 1 + 4  # the last request covered, then the new ones
     row = _row(store, growing.sid)
@@ -140,7 +124,7 @@ def test_a_row_that_does_not_fit_is_ignored_and_rewritten(
         _execute(store, "UPDATE {}.audit_checkpoints SET body = %s", other)
     else:
         _execute(store, "DROP TABLE {}.audit_checkpoints")
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     assert _cache(url, growing.sid, "--json") == truth
     assert counted.count == 4  # audited from the start
     assert _row(store, growing.sid) == row  # and kept again, as it was
@@ -158,7 +142,7 @@ def test_report_and_the_live_view_use_the_row(
     )
     assert result.exit_code == 0, result.output
     assert _row(store, growing.sid) is not None  # report keeps one too
-    counted = _Counted(monkeypatch)
+    counted = AuditCounter(monkeypatch)
     audit = _live_audit(store, growing.sid)
     assert counted.count == 0
     assert audit.to_json() == cache_report(store.load(growing.sid).session).to_json()
