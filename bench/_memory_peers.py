@@ -12,7 +12,7 @@ arguments like ``{"key": "k12"}``, whose result is ~300 bytes), then a
 what it is sent. The history is carried across turns the way each framework
 documents, and the process grows it until it has at least ``MESSAGES``
 history messages, then prints one JSON object: ``messages``,
-``peak_rss_kb`` (``ru_maxrss``) and ``seconds``.
+``peak_rss_kb`` (:func:`peak_kb`) and ``seconds``.
 
 A *history message* is counted as tapelog's surface counts it: the user
 message, each assistant message (its text and tool call together: one
@@ -263,13 +263,26 @@ _GROW: dict[str, Callable[[int, dict[str, Any]], int]] = {
 }
 
 
+def peak_kb() -> int:
+    """This process's peak resident set in KB: ``VmHWM``, the high-water mark
+    of this program's own memory. Not ``ru_maxrss``: Linux carries a
+    parent's peak over ``exec`` into it, so a child smaller than the bench's
+    parent (~52 MB; miniharness at 100 messages is ~30 MB) would report the
+    parent's peak and seem not to grow."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # no /proc: the rusage
+
+
 def child(peer: str, messages: int, workload: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in this (fresh) process."""
     started = time.perf_counter()
     counted = _GROW[peer](messages, workload)
     return {
         "messages": counted,
-        "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "peak_rss_kb": peak_kb(),
         "seconds": round(time.perf_counter() - started, 2),
     }
 

@@ -24,8 +24,8 @@ it saw (that alone would grow with the square of the session).
 
 Each measurement runs in a fresh subprocess (so one run's peak cannot hide
 another's), grows the session until it has at least ``n`` history messages,
-and reports its peak RSS (``ru_maxrss``): for ``n`` = 100 and 10,000, with
-``check=False`` and ``check=True``. ``kb_per_message`` is
+and reports its peak RSS (``VmHWM``, see ``_memory_peers.peak_kb``): for
+``n`` = 100 and 10,000, with ``check=False`` and ``check=True``. ``kb_per_message`` is
 ``(peak_10000 - peak_100) / (messages_10000 - messages_100)`` in KB: the cost
 of one more message of history, the interpreter and imports cancelled out.
 The peak includes the last step's transient request body (one copy, ~1.8 MB at
@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
 import subprocess
 import sys
 import time
@@ -72,7 +71,7 @@ from typing import Any
 import orjson
 
 # The loop benchmark's workload: its system prompt, turn shape, targets and text.
-from _memory_peers import PEERS, fill, interpreter, skipped, step_reply
+from _memory_peers import PEERS, fill, interpreter, peak_kb, skipped, step_reply
 from _memory_peers import measure as measure_peer
 from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM, _text
 
@@ -175,11 +174,6 @@ async def _grow(messages: int, wire: str, check: bool) -> Session:
     return session
 
 
-def _peak_kb() -> int:
-    """Peak RSS of this process in KB (Linux reports ``ru_maxrss`` in KB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 def child(messages: int, wire: str, check: bool) -> dict[str, Any]:
     """One measurement, in this (fresh) process."""
     started = time.perf_counter()
@@ -187,7 +181,7 @@ def child(messages: int, wire: str, check: bool) -> dict[str, Any]:
     return {
         "messages": len(session.surface),
         "events": len(session.events),
-        "peak_rss_kb": _peak_kb(),
+        "peak_rss_kb": peak_kb(),
         "seconds": round(time.perf_counter() - started, 2),
     }
 
