@@ -1,6 +1,7 @@
 """Benchmark of memory per history message; prints one JSON object.
 
     .venv/bin/python bench/bench_memory.py [--wire openai|anthropic|both] [--jobs N]
+        [--no-peers] [--peer-messages N]
 
 What grows with a session is what the loop keeps per message: the logged
 events (the surface message and everything around it: chunks, tool calls,
@@ -23,8 +24,8 @@ it saw (that alone would grow with the square of the session).
 
 Each measurement runs in a fresh subprocess (so one run's peak cannot hide
 another's), grows the session until it has at least ``n`` history messages,
-and reports its peak RSS (``ru_maxrss``): for ``n`` = 100 and 10,000, with
-``check=False`` and ``check=True``. ``kb_per_message`` is
+and reports its peak RSS (``VmHWM``, see ``_memory_peers.peak_kb``): for
+``n`` = 100 and 10,000, with ``check=False`` and ``check=True``. ``kb_per_message`` is
 ``(peak_10000 - peak_100) / (messages_10000 - messages_100)`` in KB: the cost
 of one more message of history, the interpreter and imports cancelled out.
 The peak includes the last step's transient request body (one copy, ~1.8 MB at
@@ -39,13 +40,28 @@ of the OpenAI-compatible wire), ``anthropic`` (the Anthropic Messages wire) or
 ``both`` (the default). ``--jobs`` (default 2) runs that many measurements at
 once: each is its own process, so this changes only the wall time (under two
 minutes on 2 cores for both wires), never a peak.
+
+Side by side, in the same run, the harnesses users would pick instead
+(``bench/_memory_peers.py`` says how each is driven and how its messages map
+to ours): pydantic-ai, the OpenAI Agents SDK and, where ``MINIHARNESS_PYTHON``
+names its bench-only venv's interpreter (see ``bench/bench_cold.py``),
+miniharness; otherwise its column says why it is skipped. They run the same
+workload, the same bytes (``WORKLOAD``), each measurement in a fresh
+subprocess. Their loops do work proportional to the whole history on every
+turn in Python objects, so their time grows with the square of the history
+(~35 s each for pydantic-ai and the Agents SDK to reach 2,000 messages; 11
+and 14 min for 10,000, where their KB per message stays within 0.1): the
+peers grow from 100 to ``--peer-messages`` (default 2,000) and tapelog is
+measured at that size too (``tapelog_at_peer_size``), so each ratio in
+``tapelog_over_peer`` compares KB per message over the same growth. At a few
+hundred messages a peak may not grow measurably; the ratio is then ``null``.
+``--no-peers`` measures tapelog only.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
 import subprocess
 import sys
 import time
@@ -56,6 +72,8 @@ from typing import Any
 import orjson
 
 # The loop benchmark's workload: its system prompt, turn shape, targets and text.
+from _memory_peers import PEERS, fill, interpreter, peak_kb, skipped, step_reply
+from _memory_peers import measure as measure_peer
 from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM, _text
 
 from tapelog.agent import Agent, tool
@@ -70,6 +88,19 @@ MEMORY_WIRES = ("openai", "anthropic")
 whose replies carry reasoning items this workload does not make)."""
 
 
+WORKLOAD: dict[str, Any] = {
+    "system": SYSTEM,
+    "steps_per_turn": STEPS_PER_TURN,
+    "prompt": "Question {n}: " + _text(126),
+    "note": "Let me look note {n} up in the project notes.",
+    "arguments": '{"key": "k{n}"}',
+    "result": "{key}: " + _text(294),
+    "answer": "Answer {n}: " + _text(146),
+}
+"""The text of every turn, the same bytes for tapelog and each peer: ``{n}``
+is the turn (prompt) or global step, ``{key}`` the tool's argument."""
+
+
 @tool
 def lookup(key: str) -> str:
     """Look a key up in the project notes.
@@ -77,25 +108,25 @@ def lookup(key: str) -> str:
     Args:
         key: The note to read.
     """
-    return f"{key}: " + _text(294)
+    return fill(WORKLOAD["result"], key=key)
 
 
 def _canned(step: int) -> list[FrozenDict]:
     """The chunks of global step ``step`` (1-based), made when it is asked for:
     two tool steps, then an answer."""
+    text, call = step_reply(step, WORKLOAD)
     chunks: list[dict[str, Any]] = []
-    if (step - 1) % STEPS_PER_TURN < STEPS_PER_TURN - 1:
-        chunks.append({"kind": "text", "text": f"Let me look note {step} up in the project notes."})
-        arguments = f'{{"key": "k{step}"}}'
-        chunks.append({"kind": "tool_call", "index": 0, "id": f"call_{step}", "name": "lookup"})
+    if call is not None:
+        call_id, arguments = call
+        chunks.append({"kind": "text", "text": text})
+        chunks.append({"kind": "tool_call", "index": 0, "id": call_id, "name": "lookup"})
         chunks += [
             {"kind": "tool_call", "index": 0, "arguments": arguments[i : i + 8]}
             for i in range(0, len(arguments), 8)
         ]
         finish = "tool_calls"
     else:
-        answer = f"Answer {step}: " + _text(146)
-        chunks += [{"kind": "text", "text": answer[i : i + 24]} for i in range(0, len(answer), 24)]
+        chunks += [{"kind": "text", "text": text[i : i + 24]} for i in range(0, len(text), 24)]
         finish = "stop"
     chunks.append({"kind": "usage", "usage": normalise_usage(input=100, cache_read=64, output=60)})
     chunks.append({"kind": "finish", "reason": finish, "raw": finish})
@@ -139,14 +170,9 @@ async def _grow(messages: int, wire: str, check: bool) -> Session:
     turn = 0
     while len(session.surface) < messages:
         turn += 1
-        result = await agent.run(f"Question {turn}: " + _text(126))
+        result = await agent.run(fill(WORKLOAD["prompt"], n=turn))
         assert result.reason["kind"] == "completed", result.reason
     return session
-
-
-def _peak_kb() -> int:
-    """Peak RSS of this process in KB (Linux reports ``ru_maxrss`` in KB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def child(messages: int, wire: str, check: bool) -> dict[str, Any]:
@@ -156,7 +182,7 @@ def child(messages: int, wire: str, check: bool) -> dict[str, Any]:
     return {
         "messages": len(session.surface),
         "events": len(session.events),
-        "peak_rss_kb": _peak_kb(),
+        "peak_rss_kb": peak_kb(),
         "seconds": round(time.perf_counter() - started, 2),
     }
 
@@ -172,39 +198,80 @@ def _measure(messages: int, wire: str, check: bool) -> dict[str, Any]:
     return out
 
 
-def _summary(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
-    runs = (small, large)
+def _summary(
+    results: dict[tuple[str, bool, int], Any], name: str, check: bool, large: int
+) -> dict[str, Any]:
+    """KB per message of ``name`` from 100 to ``large`` history messages."""
+    small_run, large_run = results[name, check, SIZES[0]], results[name, check, large]
+    runs = {str(SIZES[0]): small_run, str(large): large_run}
+    grown = large_run["messages"] - small_run["messages"]
     return {
-        "peak_rss_mb": {
-            str(n): round(m["peak_rss_kb"] / 1024, 1) for n, m in zip(SIZES, runs, strict=True)
-        },
-        "messages": {str(n): m["messages"] for n, m in zip(SIZES, runs, strict=True)},
-        "kb_per_message": round(
-            (large["peak_rss_kb"] - small["peak_rss_kb"]) / (large["messages"] - small["messages"]),
-            2,
+        "peak_rss_mb": {n: round(m["peak_rss_kb"] / 1024, 1) for n, m in runs.items()},
+        "messages": {n: m["messages"] for n, m in runs.items()},
+        "kb_per_message": round((large_run["peak_rss_kb"] - small_run["peak_rss_kb"]) / grown, 2),
+        **(
+            {"events_per_message": round(large_run["events"] / large_run["messages"], 2)}
+            if "events" in large_run
+            else {}
         ),
-        "events_per_message": round(large["events"] / large["messages"], 2),
-        "seconds_10000": large["seconds"],
+        f"seconds_{large}": large_run["seconds"],
     }
 
 
-def bench(wires: tuple[str, ...], jobs: int) -> dict[str, Any]:
-    """Every measurement in its own process, ``jobs`` at a time (the longest first)."""
-    runs = [(wire, check, n) for n in reversed(SIZES) for check in (True, False) for wire in wires]
+def bench(
+    wires: tuple[str, ...], jobs: int, peers: tuple[str, ...], peer_size: int
+) -> dict[str, Any]:
+    """Every measurement in its own process, ``jobs`` at a time (the longest
+    first: the peers at ``peer_size``, whose time grows with the square of the
+    history). With peers, tapelog is measured at ``peer_size`` too, so that each
+    ratio compares the same growth."""
+    present = tuple(p for p in peers if interpreter(p) is not None)
+    ours = (SIZES[-1], peer_size) if present and peer_size != SIZES[-1] else (SIZES[-1],)
+    runs: list[tuple[str, bool, int]] = [(peer, False, peer_size) for peer in present]
+    runs += [(w, check, n) for n in (*ours, SIZES[0]) for check in (True, False) for w in wires]
+    runs += [(peer, False, SIZES[0]) for peer in present]
 
     def measure(run: tuple[str, bool, int]) -> dict[str, Any]:
-        wire, check, n = run
-        return _measure(n, wire, check)
+        name, check, n = run
+        if name in PEERS:
+            return measure_peer(name, n, WORKLOAD)
+        return _measure(n, name, check)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = dict(zip(runs, pool.map(measure, runs), strict=True))
-    return {
-        wire: {
-            f"check_{'on' if check else 'off'}": _summary(*(results[wire, check, n] for n in SIZES))
-            for check in (False, True)
-        }
+    checks = {"check_off": False, "check_on": True}
+    out: dict[str, Any] = {
+        wire: {key: _summary(results, wire, check, SIZES[-1]) for key, check in checks.items()}
         for wire in wires
     }
+    if not peers:
+        return out
+    out["peer_size"] = peer_size
+    columns: dict[str, Any] = {
+        peer: _summary(results, peer, False, peer_size)
+        if peer in present
+        else {"skipped": skipped(peer)}
+        for peer in peers
+    }
+    if present:
+        out["tapelog_at_peer_size"] = {
+            f"{wire}/{key}": _summary(results, wire, check, peer_size)
+            for wire in wires
+            for key, check in checks.items()
+        }
+    out["peers"] = columns
+    out["tapelog_over_peer"] = {
+        row: {
+            # None where the peer's peak did not grow (too small a history)
+            peer: round(tapelog["kb_per_message"] / column["kb_per_message"], 2)
+            if column["kb_per_message"] > 0
+            else None
+            for peer, column in columns.items()
+            if "kb_per_message" in column
+        }
+        for row, tapelog in out.get("tapelog_at_peer_size", {}).items()
+    }
+    return out
 
 
 def main() -> None:
@@ -212,6 +279,15 @@ def main() -> None:
     parser.add_argument("--wire", choices=(*MEMORY_WIRES, "both"), default="both")
     parser.add_argument(
         "--jobs", type=int, default=2, help="measurements run at once (each in its own process)"
+    )
+    parser.add_argument(
+        "--no-peers", action="store_true", help="measure tapelog only (no peer columns)"
+    )
+    parser.add_argument(
+        "--peer-messages",
+        type=int,
+        default=2_000,
+        help="history the peers grow to (their time grows with its square: 10,000 takes ~20 min)",
     )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
@@ -225,7 +301,8 @@ def main() -> None:
         "python": sys.version.split()[0],
         "orjson": orjson.__version__,
     }
-    result.update(bench(wires, max(1, args.jobs)))
+    peers = () if args.no_peers else PEERS
+    result.update(bench(wires, max(1, args.jobs), peers, args.peer_messages))
     result["seconds"] = round(time.perf_counter() - started, 1)
     print(encode_str(result))
 
