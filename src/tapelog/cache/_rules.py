@@ -81,13 +81,28 @@ def chain_segments(
     """
     previous = after[-1].key if after else hashlib.sha256(root.encode("utf-8")).hexdigest()
     out: list[Segment] = []
+    sha256, append = hashlib.sha256, out.append
     for source in sources:
-        h = hashlib.sha256(previous.encode("ascii"))
-        h.update(b"\x00")
-        h.update(source.identity)
-        previous = h.hexdigest()
-        out.append(Segment(key=previous, tokens=source.tokens, breakpoint=source.breakpoint))
+        # sha256(previous key, NUL, identity): one call per segment of every audited request.
+        previous = sha256(b"%s\x00%s" % (previous.encode("ascii"), source.identity)).hexdigest()
+        append(_segment(previous, source.tokens, source.breakpoint))
     return out
+
+
+def _segment(key: str, tokens: int, breakpoint: bool) -> Segment:
+    """``Segment(key, tokens, breakpoint)`` without the frozen dataclass's
+    ``__init__`` (three ``object.__setattr__`` calls): the slots set directly."""
+    segment = _new(Segment)
+    _set_key(segment, key)
+    _set_tokens(segment, tokens)
+    _set_breakpoint(segment, breakpoint)
+    return segment
+
+
+_new = object.__new__
+_set_key = Segment.__dict__["key"].__set__
+_set_tokens = Segment.__dict__["tokens"].__set__
+_set_breakpoint = Segment.__dict__["breakpoint"].__set__
 
 
 @dataclass(frozen=True, slots=True)
