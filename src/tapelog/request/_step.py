@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tapelog.log._api import EpochHeader, Event, chunk_kind, fold_header_event
+from tapelog.log._api import EpochHeader, Event, chunk_kind, fold_header_event, peek_data
 
 __all__ = ["HEADER_TYPES", "HeaderChange", "StepFold"]
 
@@ -119,7 +119,9 @@ class StepFold:
             if event is not None and chunk_kind(event) == "error":
                 self.failed_attempts += 1
         elif etype == "step/end":
-            self._sent = (event.data if event is not None else data or {}).get("sent") is not False
+            self._sent = (peek_data(event) if event is not None else data or {}).get(
+                "sent"
+            ) is not False
             self.closed = True
         return True
 
