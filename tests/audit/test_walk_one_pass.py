@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, overload
 
-from tests.audit._sessions import HEADER, LogBuilder
-
+from audit._sessions import HEADER, LogBuilder
 from tapelog.log._api import Event, Session, SessionEvents
 from tapelog.request import walk_requests
 from tapelog.request._api import RequestWalker

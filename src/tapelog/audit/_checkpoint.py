@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 _FORMAT: Final = "tapelog/cache-audit"
-_VERSION: Final = 3
+_VERSION: Final = 4
 BODIES_KEPT: Final = 50
 """How many of the last requests' body digests a checkpoint keeps: at least
 ``tapelog serve``'s window (``tapelog.serve._session_page.WINDOW``), so the
