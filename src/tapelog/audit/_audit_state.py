@@ -91,7 +91,7 @@ class AuditState:
         (docs/format.md, "Cache audit checkpoint"): the cache, the prefixes
         seen and the last chain hold mostly the same keys."""
         table = KeyTable()
-        stores = {rule: table.runs(keys) for rule, keys in self.stores.items()}
+        stores = {rule: table.runs(table.indexes(keys)) for rule, keys in self.stores.items()}
         seen = {rule: table.runs(sorted(table.indexes(keys))) for rule, keys in self.seen.items()}
         chain = self.chain
         if chain is not None:
@@ -141,10 +141,9 @@ class KeyTable:
         index = self._index
         return [index.setdefault(key, len(index)) for key in keys]
 
-    def runs(self, keys_or_indexes: Iterable[str] | list[int]) -> list[list[int]]:
-        """Positions (or keys, added first) as ``[first, count]`` runs, in order."""
-        items = list(keys_or_indexes)
-        indexes = self.indexes(items) if items and isinstance(items[0], str) else items
+    @staticmethod
+    def runs(indexes: Iterable[int]) -> list[list[int]]:
+        """Positions as ``[first, count]`` runs, in order."""
         out: list[list[int]] = []
         for i in indexes:
             if out and out[-1][0] + out[-1][1] == i:
