@@ -100,13 +100,14 @@ class Checkpoint:
     state_line: bytes
     state_sha256: str
 
-    def covers(self, data: bytes, read_as: str | None) -> bool:
+    def covers(self, data: bytes, read_as: str | None, *, sha256: str | None = None) -> bool:
         """Whether it is the audit of exactly ``data`` read as ``read_as``
-        (``None``: read any way, for a caller that has the load's own warnings)."""
+        (``None``: read any way, for a caller that has the load's own warnings).
+        ``sha256``: the hex SHA-256 of ``data``, when the caller hashed it already."""
         return (
             read_as in (None, self.read_as)
             and self.size == len(data)
-            and self.sha256 == _sha256(data)
+            and self.sha256 == (sha256 or _sha256(data))
         )
 
     def extended_by(self, data: bytes) -> bool:

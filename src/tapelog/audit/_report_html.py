@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -35,7 +35,7 @@ from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import ShownRequest, header_keys, requests_html
-from tapelog.log._api import Event, Session, encode_trusted
+from tapelog.log._api import Event, Session, SessionEvents, encode_trusted
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
@@ -153,7 +153,7 @@ def _header(session: Session, report: CacheReport, links: ReportLinks) -> str:
     models = dict.fromkeys(f"{r.provider} / {r.model}" for r in report.requests)
     info = session.info
     created = datetime.fromtimestamp(info.created / 1000, UTC)
-    turns = sum(1 for e in session.events if e.type == "turn/start")
+    turns = sum(1 for t in session.events.types() if t == "turn/start")  # no event made
     turn_word = "turn" if turns == 1 else "turns"
     facts = [
         ("requests", "requests", f"{totals.requests:,}"),
@@ -201,6 +201,11 @@ class ReportWindow:
     end_seq: int
 
 
+def _types(events: Sequence[Event]) -> Iterable[str]:
+    """Each event's type; of a session's events without making the packed ones."""
+    return events.types() if isinstance(events, SessionEvents) else (e.type for e in events)
+
+
 def report_windows(
     events: Sequence[Event], walked: Sequence[WalkedRequest], size: int
 ) -> list[ReportWindow]:
@@ -210,7 +215,7 @@ def report_windows(
     or at that request's ``step/start`` when the turn began in the window
     before; the last window runs to the end of the log.
     """
-    turns = [e.seq for e in events if e.type == "turn/start"]
+    turns = [seq for seq, t in enumerate(_types(events)) if t == "turn/start"]
     bounds = [w.boundary_seq for w in walked]
 
     def cut(index: int) -> int:  # where request ``index``'s window starts

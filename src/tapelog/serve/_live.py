@@ -71,7 +71,7 @@ class LiveSession:
         self._session = loaded.session
         self.warnings = loaded.warnings
         # What each log/digest that arrives must match: the bytes stored before it.
-        self._hasher = hashlib.sha256(data[:good])
+        self._hasher = hashlib.sha256(memoryview(data)[:good])
         self._stored = good
         self._follower = store.follow(session_id, len(loaded.session))
         self._summary: Summary | None = None
@@ -83,7 +83,8 @@ class LiveSession:
         self._kept: Checkpoint | None = None
         self._bodies: dict[int, BodyDigest] = {}
         kept = stored_checkpoint(store, session_id)
-        if kept is not None and kept.covers(data, None):
+        whole = self._hasher.hexdigest() if good == len(data) else None  # hashed once
+        if kept is not None and kept.covers(data, None, sha256=whole):
             self._audit = (len(loaded.session), kept.report())
             self._kept = kept  # its state resumes the audit once the log grows
             self._bodies = dict(kept.bodies)
