@@ -3,7 +3,7 @@
 The rule for which steps were sent lives here, once, for every reader that
 counts requests: :func:`tapelog.request.walk_requests` (and so the cache
 audit, ``tapelog requests``, the diff) feeds a step's events to a
-:class:`StepFold` while it looks ahead from the ``step/start``; the sessions
+:class:`StepFold` as its one pass over the log reaches them; the sessions
 list of ``tapelog serve`` feeds it the events as a store hands them over and
 reads the same answer. A step's request was sent unless
 
