@@ -13,9 +13,9 @@ events that explain it. Pure and offline; the cost is proportional to the log
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final, NamedTuple
 
 from tapelog.audit._audit_state import AuditState, Seen
 from tapelog.audit._bottom_line import BottomLine, bottom_line
@@ -194,21 +194,32 @@ def audit_requests(
     previous: Previous | None = None
     kept_state: AuditState | None = None
     keep_at = keep_before if keep and keep_before is not None else -1
-    with paused_gc():
+    seq = -1
+    with paused_gc(), _reading(lambda: seq):
         for request in requests:
+            seq = request.boundary_seq
             if request.index <= done:
                 if request.index == done:
-                    with reading_seq(request.boundary_seq):
-                        previous = _resumed_previous(request, renderer, chain)
+                    previous = _resumed_previous(request, renderer, chain)
                 continue
-            if kept_state is None and 0 <= keep_at <= request.boundary_seq:
+            if kept_state is None and 0 <= keep_at <= seq:
                 kept_state = AuditState.of(len(rows), stores, seen, renderer)
-            with reading_seq(request.boundary_seq):
-                row, previous = _audit_one(request, renderer, stores, seen, previous)
+            row, previous = _audit_one(request, renderer, stores, seen, previous)
             rows.append(row)
     if keep and kept_state is None:
         kept_state = AuditState.of(len(rows), stores, seen, renderer)
     return rows, kept_state
+
+
+@contextlib.contextmanager
+def _reading(seq: Callable[[], int]) -> Iterator[None]:
+    """:func:`reading_seq` of the request being audited (``seq()``), with one
+    context for the whole loop instead of one per request."""
+    try:
+        yield
+    except Exception:
+        with reading_seq(seq()):
+            raise
 
 
 def report_of_rows(session_id: str | None, rows: Sequence[RequestCache]) -> CacheReport:
@@ -312,9 +323,9 @@ def _reset_cause(request: WalkedRequest, previous: Previous | None) -> CacheCaus
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Counts:
-    """A request's token counts, the simulation carried over to the reported scale."""
+class _Counts(NamedTuple):
+    """A request's token counts, the simulation carried over to the reported scale
+    (a named tuple: two are made per audited request)."""
 
     prompt: int
     reported: int
@@ -382,7 +393,7 @@ def _row(
     verdict = provider_verdict(usage)
     drop = not extends or counts.short or reset is not None
     could = max(counts.expected, counts.held)
-    return RequestCache(
+    return _request_cache(
         **request_fields(request),
         rule=rule,
         prompt_tokens=counts.prompt,
@@ -396,6 +407,20 @@ def _row(
         provider_agrees=agrees(verdict, causes),
         lost_tokens=max(0, could - counts.reported) if drop and counts.usage_logged else 0,
     )
+
+
+_SLOTS: Final = tuple(getattr(RequestCache, f.name).__set__ for f in fields(RequestCache))
+_NAMES: Final = tuple(f.name for f in fields(RequestCache))
+
+
+def _request_cache(**values: Any) -> RequestCache:
+    """``RequestCache(**values)`` with every field given, its slots set
+    directly: a frozen dataclass's ``__init__`` calls ``object.__setattr__``
+    once per field (17 here), for each of an audit's rows."""
+    row: RequestCache = object.__new__(RequestCache)
+    for name, slot in zip(_NAMES, _SLOTS, strict=True):
+        slot(row, values[name])
+    return row
 
 
 def _totals(rows: Sequence[RequestCache]) -> CacheTotals:
