@@ -155,9 +155,15 @@ class _Keys(Sequence[str]):
         raise IndexError(index)
 
     def __iter__(self) -> Iterator[str]:
+        return self.from_index(0)
+
+    def from_index(self, start: int) -> Iterator[str]:
+        """The keys from position ``start`` on (a store adds only the new ones)."""
         for run, n in self._runs:
-            for i in range(n):
-                yield run[i].key
+            if start < n:
+                for i in range(max(start, 0), n):
+                    yield run[i].key
+            start -= n
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
@@ -322,10 +328,15 @@ class PrefixStore:
         now = self.clock()
         writes = outcome.writes
         start = outcome.known if self.ttl_seconds is None else 0
+        touched = self._touched
         for key in outcome.hits:
-            self._touched[key] = now
-        for i in range(start, len(writes)):
-            self._touched[writes[i]] = now
+            touched[key] = now
+        if isinstance(writes, _Keys):
+            for key in writes.from_index(start):
+                touched[key] = now
+        else:
+            for i in range(start, len(writes)):
+                touched[writes[i]] = now
 
     def clear(self) -> None:
         self._touched.clear()
