@@ -291,9 +291,10 @@ def report_parts(
     """Every part of ``session``'s report, rendered by the report's views.
 
     ``walked`` (its loop requests) and ``audit`` (its :func:`cache_report`) are
-    computed unless given (a server keeps them between pages). The chart, the
-    totals and the breaks cover the whole session; the timeline and the
-    requests only ``window`` (default: all of it). ``text_limit`` caps each
+    computed unless given (a server keeps them between pages). The totals and
+    the breaks cover the whole session; the chart, the report's JSON, the
+    timeline and the requests only ``window`` (default: all of it), so a
+    server's page of a long session costs its window, not the session. ``text_limit`` caps each
     text shown in the message view (a note says how much was cut). ``bodies``
     holds digests of request bodies known already (a checkpoint's,
     :func:`body_digests` of this log's requests); the others are encoded.
@@ -307,6 +308,7 @@ def report_parts(
         raise AssertionError("the cache audit and the rebuild disagree on the loop requests")
     if window is None:
         window = ReportWindow(first=1, last=len(walked), first_seq=0, end_seq=len(events))
+    shown = rows[window.first - 1 : window.last]
     bars = [
         Bar(
             index=row.index,
@@ -317,9 +319,9 @@ def report_parts(
             expected=row.cached_expected if row.usage_logged else None,
             breaks=tuple((c.kind, c.label) for c in row.causes),
         )
-        for row in rows
+        for row in shown
     ]
-    kinds = {c.kind: _CAUSE_TEXT.get(c.kind, c.kind) for r in rows for c in r.causes}
+    kinds = {c.kind: _CAUSE_TEXT.get(c.kind, c.kind) for r in shown for c in r.causes}
     request_at = {w.boundary_seq: w.index for w in walked}
     timeline = Timeline(request_at.get, links)
     for seq in range(window.first_seq, window.end_seq):
@@ -348,8 +350,17 @@ def report_parts(
             before=before,
             seen=seen,
         ),
-        data=_script_json(audit.to_json()),
+        data=_script_json(_report_json(audit, shown)),
     )
+
+
+def _report_json(audit: CacheReport, rows: Sequence[RequestCache]) -> dict[str, Any]:
+    """``audit.to_json()`` with the rows ``rows`` (a window's; all of them: the same)."""
+    return {
+        "session": audit.session,
+        "requests": [r.to_json() for r in rows],
+        "totals": audit.totals.to_json(),
+    }
 
 
 @cache
