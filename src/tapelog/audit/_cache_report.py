@@ -413,14 +413,21 @@ _SLOTS: Final = tuple(getattr(RequestCache, f.name).__set__ for f in fields(Requ
 _NAMES: Final = tuple(f.name for f in fields(RequestCache))
 
 
-def _request_cache(**values: Any) -> RequestCache:
-    """``RequestCache(**values)`` with every field given, its slots set
-    directly: a frozen dataclass's ``__init__`` calls ``object.__setattr__``
-    once per field (17 here), for each of an audit's rows."""
+def request_cache_of(values: Mapping[str, Any]) -> RequestCache:
+    """``RequestCache(**values)`` with exactly every field given (else
+    ``ValueError``), its slots set directly: a frozen dataclass's ``__init__``
+    calls ``object.__setattr__`` once per field (17 here), for each row an
+    audit makes or a checkpoint holds."""
+    if len(values) != len(_NAMES):
+        raise ValueError("a cache row names every field once")
     row: RequestCache = object.__new__(RequestCache)
     for name, slot in zip(_NAMES, _SLOTS, strict=True):
         slot(row, values[name])
     return row
+
+
+def _request_cache(**values: Any) -> RequestCache:
+    return request_cache_of(values)
 
 
 def _totals(rows: Sequence[RequestCache]) -> CacheTotals:

@@ -43,7 +43,13 @@ from tapelog._version import __version__
 from tapelog.audit._audit_state import AuditState
 from tapelog.audit._body_digests import BodyDigest, body_digests
 from tapelog.audit._cache_cause import CacheCause
-from tapelog.audit._cache_report import CacheReport, RequestCache, audit_requests, report_of_rows
+from tapelog.audit._cache_report import (
+    CacheReport,
+    RequestCache,
+    audit_requests,
+    report_of_rows,
+    request_cache_of,
+)
 from tapelog.log import decode, encode
 from tapelog.log._api import Session, encode_trusted
 from tapelog.request import walk_requests
@@ -149,14 +155,13 @@ def _row(obj: Mapping[str, Any]) -> RequestCache:
     fields = dict(obj)
     fields.pop("cross_session_tokens", None)  # derived from the counts
     verdict = fields.pop("provider_verdict", None)  # the provider's own, when it gave one
-    if verdict is not None:
-        fields["provider_verdict"] = verdict["verdict"]
-        fields["provider_agrees"] = verdict["agrees"]
-    causes = tuple(
+    fields["provider_verdict"] = None if verdict is None else verdict["verdict"]
+    fields["provider_agrees"] = None if verdict is None else verdict["agrees"]
+    fields["causes"] = tuple(
         CacheCause(kind=c["kind"], seqs=tuple(c["seqs"]), detail=c["detail"])
-        for c in fields.pop("causes")
+        for c in fields["causes"]
     )
-    return RequestCache(**fields, causes=causes)
+    return request_cache_of(fields)
 
 
 def kept_bodies(
