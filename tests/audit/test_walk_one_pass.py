@@ -110,3 +110,23 @@ def test_the_live_walker_makes_a_step_request_at_the_step_end() -> None:
     assert [w.boundary_seq for seq in ends for w in made[seq]] == [
         e.seq for e in session.events if e.type == "step/start"
     ]
+
+
+def test_a_failed_attempt_before_the_answer_is_counted() -> None:
+    log = LogBuilder()
+    log.user("first")
+    log.step += 1
+    log.append("step/start", {"turn": log.turn, "step": log.step})
+    log.append("request/header", {"header": HEADER, "reason": "initial"})
+    chunk = {"kind": "error", "attempt": 1, "status": 503, "message": "busy", "retry_in_ms": 5}
+    log.append("assistant/chunk", {"turn": log.turn, "step": log.step, "chunk": chunk})
+    text = {"kind": "text", "text": "hi"}
+    log.append("assistant/chunk", {"turn": log.turn, "step": log.step, "chunk": text})
+    source = {"provider": "deepseek", "model": "deepseek-chat"}
+    content = [{"type": "text", "text": "hi"}]
+    answer = {"turn": log.turn, "step": log.step, "content": content, "source": source}
+    log.append("assistant/message", answer, surface_op="append")
+    log.append("step/end", {"turn": log.turn, "step": log.step})
+    log.append("turn/end", {"turn": log.turn, "reason": {"kind": "completed"}})
+    walked = list(walk_requests(log.session))
+    assert [(w.step, w.failed_attempts) for w in walked] == [(1, 1)]

@@ -91,6 +91,15 @@ class StepFold:
         (the step has ended: at its ``step/end``, or before this event)."""
         return self._feed(event.type, event, None)
 
+    def feed_chunk(self, event: Event) -> bool:
+        """:meth:`feed` of an ``assistant/chunk`` (most of a step's events), directly."""
+        if self.closed:
+            return False
+        self._in_header = False
+        if chunk_kind(event) == "error":
+            self.failed_attempts += 1
+        return True
+
     def feed_data(self, etype: str, data: Mapping[str, Any]) -> bool:
         """:meth:`feed` for a reader that has an event's type and data only."""
         return self._feed(etype, None, data)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from tapelog._errors import LogError, TapelogError
 from tapelog.log._api import (
@@ -204,6 +204,7 @@ class _Pending:
 
 
 _NONE: tuple[WalkedRequest, ...] = ()
+_COMPACT_TYPES: Final = frozenset({"compact/start", "compact/summary", "compact/end"})
 
 
 class _Walker:
@@ -229,8 +230,13 @@ class _Walker:
         """Fold ``event``; the requests it lets the walk make (a step's at its
         end; a one-shot's at its ``compact/start``), in send order."""
         etype = event.type
-        out = _NONE
         pending = self.pending
+        if etype == "assistant/chunk":  # half of a log: a step's output, nothing more
+            if pending is not None:
+                pending.fold.feed_chunk(event)
+            self.fold.apply(event)
+            return _NONE
+        out = _NONE
         own = False  # a header event of the open step's own header
         if pending is not None:
             step = pending.fold
@@ -247,7 +253,7 @@ class _Walker:
         elif etype == "compact/start" and self.one_shots:
             out = (*out, *self._one_shot(event))
         since = self.since
-        if etype.startswith("compact/"):
+        if etype in _COMPACT_TYPES:
             since.compaction.append(event)
         if event.surface_op is not None:
             if event.surface_op == "append":
