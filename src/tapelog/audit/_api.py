@@ -28,6 +28,7 @@ from tapelog.audit._report_html import (
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import header_change, message_html
+from tapelog.audit._segments import SegmentRenderer
 from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "ReportWindow",
     "RequestCache",
     "ResumePoint",
+    "SegmentRenderer",
     "Timeline",
     "checkpoint_blob",
     "checkpoint_path",

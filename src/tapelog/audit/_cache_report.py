@@ -173,6 +173,7 @@ def audit_requests(
     resume: tuple[AuditState, Sequence[RequestCache]] | None = None,
     keep_before: int | None = None,
     keep: bool = True,
+    renderer: SegmentRenderer | None = None,
 ) -> tuple[list[RequestCache], AuditState | None]:
     """The rows of ``requests`` (a whole walk, in send order), and (``keep``)
     the state after the last request anchored before seq ``keep_before`` (all
@@ -181,8 +182,10 @@ def audit_requests(
     ``resume`` is such a state with the rows it covers: those requests are not
     audited again; the last of them is taken from the state's chain (or
     rendered again), for what the next one compares with (``_audit_state``).
+    ``renderer``: a fresh one to render with, for a caller that then takes
+    the nodes' wire pieces from it (:meth:`SegmentRenderer.wire_pieces`).
     """
-    renderer = SegmentRenderer()
+    renderer = SegmentRenderer() if renderer is None else renderer
     stores: dict[Rule, PrefixStore] = {}
     seen: dict[Rule, Seen] = {}
     rows: list[RequestCache] = []

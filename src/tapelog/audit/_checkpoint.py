@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from tapelog._version import __version__
 from tapelog.audit._audit_state import AuditState
-from tapelog.audit._body_digests import BodyDigest, body_digests
+from tapelog.audit._body_digests import BodyDigest, WirePieces, body_digests
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import (
     CacheReport,
@@ -50,6 +50,7 @@ from tapelog.audit._cache_report import (
     report_of_rows,
     request_cache_of,
 )
+from tapelog.audit._segments import SegmentRenderer
 from tapelog.log import decode, encode
 from tapelog.log._api import Session, encode_trusted
 from tapelog.request import walk_requests
@@ -165,14 +166,17 @@ def _row(obj: Mapping[str, Any]) -> RequestCache:
 
 
 def kept_bodies(
-    walked: Sequence[WalkedRequest], known: Mapping[int, BodyDigest]
+    walked: Sequence[WalkedRequest],
+    known: Mapping[int, BodyDigest],
+    pieces: WirePieces | None = None,
 ) -> dict[int, BodyDigest]:
     """The body digests of the last :data:`BODIES_KEPT` of ``walked`` (a whole
     walk of the log), taken from ``known`` (a checkpoint's, for requests its
-    log and this one share) where it has them, the others encoded."""
+    log and this one share) where it has them, the others encoded (from the
+    audit's wire ``pieces`` of their nodes, where given)."""
     last = walked[-BODIES_KEPT:]
     out = {w.index: known[w.index] for w in last if w.index in known}
-    out.update(body_digests([w for w in last if w.index not in out]))
+    out.update(body_digests([w for w in last if w.index not in out], pieces))
     return dict(sorted(out.items()))
 
 
@@ -284,13 +288,17 @@ def resumed_audit(
     resume: ResumePoint | None,
     *,
     walked: Iterable[WalkedRequest] | None = None,
+    renderer: SegmentRenderer | None = None,
 ) -> tuple[CacheReport, AuditState]:
     """The cache audit of ``session``, resumed from ``resume`` (a checkpoint's
     :meth:`~Checkpoint.resume_point` for a prefix of this log) when given; and
     the state a new checkpoint keeps: after the last request that began before
-    the log's last ``step/start`` (that step may still grow)."""
+    the log's last ``step/start`` (that step may still grow). ``renderer``:
+    see :func:`audit_requests`."""
     requests = walk_requests(session) if walked is None else walked
-    rows, state = audit_requests(requests, resume=resume, keep_before=_last_step(session))
+    rows, state = audit_requests(
+        requests, resume=resume, keep_before=_last_step(session), renderer=renderer
+    )
     assert state is not None  # kept unless told not to
     return report_of_rows(session.id, rows), state
 

@@ -15,7 +15,7 @@ Tests check that the result equals rendering the full encoded body.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -36,7 +36,7 @@ from tapelog.cache._api import (
 )
 from tapelog.llm import LlmRequest
 from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, merges, wire_for
-from tapelog.log._api import EpochHeader, FrozenDict, History, concat_frozen
+from tapelog.log._api import EpochHeader, FrozenDict, History, concat_frozen, encode_trusted
 
 __all__ = ["SegmentRenderer", "rule_for"]
 
@@ -67,6 +67,9 @@ class SegmentRenderer:
     def __init__(self) -> None:
         # Per chain key (``_identity``), per node seq: each node rendered once.
         self._openai_pieces: dict[object, dict[int, SegmentSource]] = {}
+        self._openai_bytes: dict[object, dict[int, bytes]] = {}
+        """Each node's wire bytes (the body's piece), per chain key: what
+        :meth:`wire_pieces` gives the body digests, so they encode no node again."""
         self._responses_pieces: dict[object, dict[int, list[SegmentSource]]] = {}
         self._anthropic_cache = _KeepCache()
         self._key: object = None
@@ -207,14 +210,22 @@ class SegmentRenderer:
     ) -> None:
         model = header.config.model
         pieces = self._openai_pieces.setdefault(self._key, {})
+        wire_bytes = self._openai_bytes.setdefault(self._key, {})
         sources: list[SegmentSource] = []
         for i, (seq, message) in _new_nodes(nodes, self._count):
             source = pieces.get(seq)
             if source is None:
                 piece = wire.message(message, model=model, where=f"messages[{i}]")
-                source = pieces[seq] = openai_message_source(piece)
+                plain = wire_bytes[seq] = memoryview(encode_trusted(piece)).tobytes()
+                source = pieces[seq] = openai_message_source(piece, plain)
             sources.append(source)
         self._chain(sources)
+
+    def wire_pieces(self, header: EpochHeader) -> Mapping[int, bytes]:
+        """The wire bytes of the history nodes rendered for requests with
+        ``header``'s wire (by node seq): the pieces its body is made of (the
+        OpenAI-compatible wire's; none for the others)."""
+        return self._openai_bytes.get(_identity(header)[2], {})
 
     # --- OpenAI Responses --------------------------------------------------------
 

@@ -128,13 +128,16 @@ def _without(value: Any, key: str) -> Any:
 _EMPTY: tuple[Any, ...] = (None, "", [])
 
 
-def openai_message_source(message: Any) -> SegmentSource:
+def openai_message_source(message: Any, plain: bytes | None = None) -> SegmentSource:
     """One message as a segment; empty fields (``null``, ``""``, ``[]``) count as absent.
 
-    The identity is ``encode({"message": <sorted envelope>})``, written as its
-    bytes (compact JSON composes): one segment per history message of every
-    request an audit renders, so each call counts."""
-    plain = encode(message)
+    ``plain``: ``message``'s own encoding, when the caller has it (the audit
+    keeps it as the message's wire piece). The identity is
+    ``encode({"message": <sorted envelope>})``, written as its bytes (compact
+    JSON composes): one segment per history message of every request an
+    audit renders, so each call counts."""
+    if plain is None:
+        plain = encode(message)
     if isinstance(message, Mapping):
         kept = {k: v for k, v in message.items() if k == "role" or v not in _EMPTY}
         identity = b'{"message":' + _sorted_identity(kept, plain) + b"}"
