@@ -48,3 +48,23 @@ def test_the_chart_and_the_json_hold_the_window(tmp_path: Path) -> None:
                 assert f'#req-{b}"' in html
     finally:
         live.close()
+
+
+def test_a_first_view_without_a_checkpoint_makes_bodies_from_the_audit_s_pieces(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "store"
+    growing = Growing(root)
+    grow(growing, [TurnPlan(rounds=1) for _ in range(4)])
+    growing.close()
+    live = LiveSession(JsonlStore(root), growing.sid)
+    try:
+        with live.lock:
+            assert live.pieces() is None
+            live.audit()
+            pieces = live.pieces()
+            assert pieces is not None
+            nodes = live.walked()[-1].nodes
+            assert set(pieces(live.walked()[-1].header)) == {seq for seq, _ in nodes}
+    finally:
+        live.close()

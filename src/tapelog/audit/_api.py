@@ -2,7 +2,7 @@
 (internal: docs/architecture.md).
 """
 
-from tapelog.audit._body_digests import BodyDigest
+from tapelog.audit._body_digests import BodyDigest, WirePieces
 from tapelog.audit._cache_report import CacheTotals, RequestCache
 from tapelog.audit._cache_watch import CacheWatch
 from tapelog.audit._checkpoint import (
@@ -45,6 +45,7 @@ __all__ = [
     "ResumePoint",
     "SegmentRenderer",
     "Timeline",
+    "WirePieces",
     "checkpoint_blob",
     "checkpoint_path",
     "edit_sentence",

@@ -28,7 +28,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from tapelog.audit._body_digests import BodyDigest, body_digests
+from tapelog.audit._body_digests import BodyDigest, WirePieces, body_digests
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import CacheReport, RequestCache, cache_report
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
@@ -256,13 +256,14 @@ def _shown(
     window: ReportWindow,
     links: ReportLinks,
     bodies: Mapping[int, BodyDigest],
+    pieces: WirePieces | None = None,
 ) -> list[ShownRequest]:
     """The window's requests, rebuilt; their bodies' digests from ``bodies``
     where it has them, else encoded (:func:`body_digests`)."""
     shown = []
     span = slice(window.first - 1, window.last)
     missing = [item for item in walked[span] if item.index not in bodies]
-    bodies = {**bodies, **body_digests(missing)} if missing else bodies
+    bodies = {**bodies, **body_digests(missing, pieces)} if missing else bodies
     for item, row in zip(walked[span], rows[span], strict=True):
         request = item.request()
         body = bodies[item.index]
@@ -286,6 +287,7 @@ def report_parts(
     window: ReportWindow | None = None,
     links: ReportLinks | None = None,
     bodies: Mapping[int, BodyDigest] | None = None,
+    pieces: WirePieces | None = None,
     text_limit: int = 4000,
 ) -> ReportParts:
     """Every part of ``session``'s report, rendered by the report's views.
@@ -297,7 +299,8 @@ def report_parts(
     server's page of a long session costs its window, not the session. ``text_limit`` caps each
     text shown in the message view (a note says how much was cut). ``bodies``
     holds digests of request bodies known already (a checkpoint's,
-    :func:`body_digests` of this log's requests); the others are encoded.
+    :func:`body_digests` of this log's requests); the others are encoded, from
+    ``pieces`` (the nodes' wire bytes the audit rendered) where given.
     """
     links = links or ReportLinks()
     events = session.events
@@ -344,7 +347,7 @@ def report_parts(
         breaks=_breaks_table(rows, links),
         timeline=timeline.html(),
         requests=requests_html(
-            _shown(walked, rows, window, links, bodies or {}),
+            _shown(walked, rows, window, links, bodies or {}, pieces),
             text_limit,
             links,
             before=before,
