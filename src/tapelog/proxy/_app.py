@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import httpx
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -442,17 +443,27 @@ class Proxy:
         if parsed.stream:
             head = {**passed_headers(response.headers), **_named(state.id)}
             return RelayResponse(relay, status_code=response.status_code, headers=head)
-        async for _ in relay.pieces():
-            pass
+        try:
+            async for _ in relay.pieces():
+                pass
+        except BaseException:
+            await relay.close()
+            raise
+        # The rest of the turn's end waits for the answer to be sent.
+        close = BackgroundTask(relay.close)
         if relay.error is not None or answer is None:
             message = relay.error["message"] if relay.error else "no answer"
             said = f"{self.upstream.provider}: {message}"
-            return self._fail(parsed.family, 502, said, state.id)
+            failed = self._fail(parsed.family, 502, said, state.id)
+            failed.background = close
+            return failed
         head = {
             k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
         }
         head.update(_named(state.id))
-        return Response(answer.body(), media_type="application/json", headers=head)
+        return Response(
+            answer.body(), media_type="application/json", headers=head, background=close
+        )
 
     def _fail(
         self, family: Family, status: int, message: str, session: str | None = None
