@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
 from typing import Any, Final
@@ -44,7 +46,7 @@ from tapelog._errors import (
     TapelogError,
 )
 from tapelog.checker._api import check_enabled
-from tapelog.llm._api import logged_target, sized_content, wire_for
+from tapelog.llm._api import WireBody, WireFormat, logged_target, sized_content, wire_for
 from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
@@ -388,10 +390,8 @@ class Proxy:
             exchange.notes["previous_response"] = previous[0]
             exchange.changes.append(previous[1])
         try:
-            _, body = exchange.log_request(
-                plan, messages.neutral, wire_for(header.config), state.cache
-            )
-            await asyncio.to_thread(state.writer.flush)
+            exchange.log_request(plan, messages.neutral)
+            body = await self._durably(exchange, wire_for(header.config))
         except Exception as exc:
             if exchange.boundary is not None:
                 exchange.finish(error=error_of(exc, self.upstream.provider), sent=False)
@@ -464,6 +464,28 @@ class Proxy:
         return Response(
             answer.body(), media_type="application/json", headers=head, background=close
         )
+
+    async def _durably(self, exchange: Exchange, wire: WireFormat) -> WireBody:
+        """The request's body rebuilt from the log and checked, once the events
+        :meth:`Exchange.log_request` logged are durable. On local files they are
+        written at once and synced in a thread while the body is rebuilt and
+        checked (one write, one sync, the sync's wait shared with that work);
+        elsewhere the one flush comes after."""
+        state = exchange.state
+        store = self.sessions.store
+        if not (store.quick_io and store.syncs_later):
+            _, body = exchange.request_body(wire, state.cache)
+            await asyncio.to_thread(state.writer.flush)
+            return body
+        state.writer.flush(sync=False)
+        # In the thread now, not at the next await: the sync starts before the work.
+        in_context = functools.partial(contextvars.copy_context().run, state.writer.sync)
+        syncing = asyncio.get_running_loop().run_in_executor(None, in_context)
+        try:
+            _, body = exchange.request_body(wire, state.cache)
+        finally:
+            await syncing  # also before a refused body's turn end writes again
+        return body
 
     def _fail(
         self, family: Family, status: int, message: str, session: str | None = None

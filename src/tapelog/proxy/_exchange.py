@@ -177,6 +177,7 @@ class Exchange:
         self.message: Event | None = None
         self.header_event: Event | None = None
         self.boundary: Event | None = None
+        self._nodes: History | None = None
         self.closed = False
         self.started = False
         self.before = state.session.header
@@ -191,14 +192,9 @@ class Exchange:
 
     # --- before the send ------------------------------------------------------
 
-    def log_request(
-        self, plan: Plan, client: Sequence[FrozenDict], wire: WireFormat, cache: BodyCache
-    ) -> tuple[LlmRequest, WireBody]:
+    def log_request(self, plan: Plan, client: Sequence[FrozenDict]) -> None:
         """Log the turn's start, the client's messages, ``step/start`` and the
-        header; the request rebuilt at that boundary and its body, as the loop
-        has it: the wire's parts (``cache``: the session's, so only new messages
-        are encoded), checked by the session's checker (which compares only the
-        parts it has not verified before), never joined on the way."""
+        header (what :meth:`request_body` rebuilds the request from)."""
         state = self.state
         session = state.session
         state.turn = self.turn
@@ -213,15 +209,27 @@ class Exchange:
             if plan.replace_seq is not None and i == plan.start:
                 op = {"op": "replace", "start": plan.replace_seq, "end": session.surface[-1]}
             self._log_message(client[i], op)
-        nodes = session.history()
+        self._nodes = session.history()
         self.boundary = session.append("step/start", {"turn": self.turn, "step": STEP})
         # Offered -> logged -> folded -> sent: the upstream gets the header as the
         # session's fold returns it, never the value offered to the log.
         self.header_event = state.recorder.record(self.header)
+
+    def request_body(self, wire: WireFormat, cache: BodyCache) -> tuple[LlmRequest, WireBody]:
+        """The request rebuilt from the log at the boundary :meth:`log_request`
+        logged, and its body as the loop has it: the wire's parts (``cache``:
+        the session's, so only new messages are encoded), checked by the
+        session's checker (which compares only the parts it has not verified
+        before), never joined on the way."""
+        state = self.state
+        session = state.session
         header = session.header
-        assert header is not None, "the recorder has just logged a header"
+        nodes, boundary = self._nodes, self.boundary
+        assert header is not None, "the recorder has logged a header"
+        assert nodes is not None, "log_request comes first"
+        assert boundary is not None, "log_request comes first"
         request = build_request(
-            header=header, nodes=nodes, session_id=session.id, boundary_seq=self.boundary.seq
+            header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
         )
         body = encode_wire_body(wire, request, cache=cache)
         if state.checker is not None:
