@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import functools
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
 from typing import Any, Final
@@ -37,6 +35,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from tapelog._errors import (
     InvalidSessionIdError,
@@ -46,10 +45,11 @@ from tapelog._errors import (
     TapelogError,
 )
 from tapelog.checker._api import check_enabled
-from tapelog.llm._api import WireBody, WireFormat, logged_target, sized_content, wire_for
+from tapelog.llm._api import logged_target, sized_content, wire_for
 from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
+from tapelog.proxy._asgi import ModelRoutes
 from tapelog.proxy._body_prefix import BodyPrefixes
 from tapelog.proxy._exchange import Compared, Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
@@ -158,7 +158,10 @@ class Proxy:
             allow_headers=["*"],
         )
         middleware = [cors] if self.guard.allowed_origins else []
-        self.app = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
+        routed = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
+        self.app: ASGIApp = routed
+        if not middleware:  # the model routes without Starlette's routing (``_asgi``)
+            self.app = ModelRoutes(_ROUTES, self._endpoint_call, routed)
 
     async def start(self) -> int:
         """Read the store's conversation index (once; later calls wait for the
@@ -219,11 +222,14 @@ class Proxy:
 
     def _endpoint(self, family: Family) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            # The client's key is its request's secret before anything of it is logged.
-            with secret_scope(client_secrets(request.headers)):
-                return await self._handle(request, family)
+            return await self._endpoint_call(request, family)
 
         return endpoint
+
+    async def _endpoint_call(self, request: Request, family: Family) -> Response:
+        # The client's key is its request's secret before anything of it is logged.
+        with secret_scope(client_secrets(request.headers)):
+            return await self._handle(request, family)
 
     def _report(self, summary: RequestSummary) -> None:
         if self.on_request is not None:
@@ -382,7 +388,8 @@ class Proxy:
     ) -> Response:
         state = assigned.state
         exchange = Exchange(state, header)
-        exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
+        changed = None if plan.changed is None else messages.where(plan.changed, parsed.offset)
+        exchange.changes = assigned.changes(changed)
         if assigned.how == "explicit" and "previous_response_id" in parsed.extras:
             await self.sessions.refresh()  # a named session skips the router's refresh
         previous = previous_response(parsed.extras, self.index)
@@ -391,7 +398,9 @@ class Proxy:
             exchange.changes.append(previous[1])
         try:
             exchange.log_request(plan, messages.neutral)
-            body = await self._durably(exchange, wire_for(header.config))
+            store = self.sessions.store
+            aside = store.quick_io and store.syncs_later
+            body = await exchange.durable_body(wire_for(header.config), sync_aside=aside)
         except Exception as exc:
             if exchange.boundary is not None:
                 exchange.finish(error=error_of(exc, self.upstream.provider), sent=False)
@@ -465,28 +474,6 @@ class Proxy:
             answer.body(), media_type="application/json", headers=head, background=close
         )
 
-    async def _durably(self, exchange: Exchange, wire: WireFormat) -> WireBody:
-        """The request's body rebuilt from the log and checked, once the events
-        :meth:`Exchange.log_request` logged are durable. On local files they are
-        written at once and synced in a thread while the body is rebuilt and
-        checked (one write, one sync, the sync's wait shared with that work);
-        elsewhere the one flush comes after."""
-        state = exchange.state
-        store = self.sessions.store
-        if not (store.quick_io and store.syncs_later):
-            _, body = exchange.request_body(wire, state.cache)
-            await asyncio.to_thread(state.writer.flush)
-            return body
-        state.writer.flush(sync=False)
-        # In the thread now, not at the next await: the sync starts before the work.
-        in_context = functools.partial(contextvars.copy_context().run, state.writer.sync)
-        syncing = asyncio.get_running_loop().run_in_executor(None, in_context)
-        try:
-            _, body = exchange.request_body(wire, state.cache)
-        finally:
-            await syncing  # also before a refused body's turn end writes again
-        return body
-
     def _fail(
         self, family: Family, status: int, message: str, session: str | None = None
     ) -> Response:
@@ -494,22 +481,6 @@ class Proxy:
         return Response(
             body, status_code=status, media_type="application/json", headers=_named(session)
         )
-
-    def _changes(
-        self, assigned: Assigned, plan: Plan, messages: Messages, offset: int
-    ) -> list[str]:
-        changes: list[str] = []
-        if assigned.how == "new":
-            changes.append("new session")
-        elif assigned.how == "fork":
-            changes.append(f"forked from {assigned.parent}")
-        elif assigned.how == "branch":
-            changes.append(f"branched from {assigned.parent}: {assigned.why}")
-        elif assigned.how == "retry":
-            changes.append("the last request again: its earlier answer replaced")
-        if plan.changed is not None and assigned.how != "retry":
-            changes.append(f"client changed {messages.where(plan.changed, offset)}")
-        return changes
 
 
 def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:

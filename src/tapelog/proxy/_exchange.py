@@ -32,6 +32,9 @@ the last such message at or before the first change.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -235,6 +238,28 @@ class Exchange:
         if state.checker is not None:
             state.checker.check(request, body)
         return request, body
+
+    async def durable_body(self, wire: WireFormat, *, sync_aside: bool) -> WireBody:
+        """:meth:`request_body`, returned once the events :meth:`log_request`
+        logged are durable. ``sync_aside`` (a store of local files whose write
+        and sync are separate steps): they are written at once and synced in a
+        thread while the body is rebuilt and checked in the event loop (one
+        write, one sync, whose wait that work shares); otherwise the one flush
+        comes after the body, in a thread."""
+        writer = self.state.writer
+        if not sync_aside:
+            _, body = self.request_body(wire, self.state.cache)
+            await asyncio.to_thread(writer.flush)
+            return body
+        writer.flush(sync=False)
+        # In the thread now, not at the next await: the sync starts before the work.
+        in_context = functools.partial(contextvars.copy_context().run, writer.sync)
+        syncing = asyncio.get_running_loop().run_in_executor(None, in_context)
+        try:
+            _, body = self.request_body(wire, self.state.cache)
+        finally:
+            await syncing  # also before a refused body's turn end writes again
+        return body
 
     def _close_call(self, call_id: str, call_seq: int | None) -> None:
         """Answer a call the client dropped before the replace shadows it (a log
