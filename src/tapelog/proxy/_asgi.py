@@ -9,7 +9,9 @@ finds those paths itself and hands the request straight to the proxy's
 handler; everything else (``/health``, unknown paths, other methods, the
 lifespan) goes to the Starlette app as before. A proxy that answers browsers
 (``--allow-origin``) serves the Starlette app alone, whose CORS middleware
-adds its headers to every answer.
+adds its headers to every answer. While a model route's request is in
+flight, until its answer has been sent, the garbage collector's passes wait
+(``_gc_window``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tapelog.proxy._gc_window import GcWindow
 from tapelog.proxy._types import Family
 
 __all__ = ["ModelRoutes", "model_route"]
@@ -55,6 +58,7 @@ class ModelRoutes:
         self.routes = routes
         self.handle = handle
         self.fallback = fallback
+        self.gc_window = GcWindow()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
@@ -62,7 +66,11 @@ class ModelRoutes:
             if found is not None:
                 family, session = found
                 scope["path_params"] = {} if session is None else {"session": session}
-                response = await self.handle(Request(scope, receive), family)
-                await response(scope, receive, send)
+                self.gc_window.enter()  # until the answer has been sent (_gc_window)
+                try:
+                    response = await self.handle(Request(scope, receive), family)
+                    await response(scope, receive, send)
+                finally:
+                    self.gc_window.leave()
                 return
         await self.fallback(scope, receive, send)
