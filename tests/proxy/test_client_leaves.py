@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tapelog.emulator import Emulator
 from tapelog.log import encode
 from tapelog.proxy import Upstream
+from tapelog.proxy._relay import ClosingResponse
 
 from ._helpers import SECRET, proxy_on, serve, sessions_in, wait_for
 
@@ -100,3 +102,40 @@ def test_a_client_that_leaves_mid_stream_aborts_the_turn(tmp_path: Path) -> None
             )
             assert answer.status_code == 200, answer.text
             assert answer.headers["x-tapelog-session"] == session.id
+
+
+class _Relay:
+    """What :class:`ClosingResponse` needs of a relay: its close, counted."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    async def close(self) -> None:
+        self.closed += 1
+
+
+@pytest.mark.parametrize("broken", [False, True])
+async def test_a_whole_answer_closes_its_relay_once_sent_however_sending_ends(
+    broken: bool,
+) -> None:
+    relay = _Relay()
+    sent: list[str] = []
+
+    async def send(message: Any) -> None:
+        if broken and message["type"] == "http.response.body":
+            raise OSError("the client is gone")
+        sent.append(message["type"])
+        assert not relay.closed, "the relay is closed only after the answer is sent"
+
+    async def receive() -> Any:
+        return {"type": "http.disconnect"}
+
+    response = ClosingResponse(relay, b"{}", media_type="application/json")  # type: ignore[arg-type]
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions"}
+    if broken:
+        with pytest.raises(OSError, match="gone"):
+            await response(scope, receive, send)
+    else:
+        await response(scope, receive, send)
+        assert sent == ["http.response.start", "http.response.body"]
+    assert relay.closed == 1

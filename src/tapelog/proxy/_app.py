@@ -29,7 +29,6 @@ from typing import Any, Final
 
 import httpx
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -55,7 +54,7 @@ from tapelog.proxy._exchange import Compared, Exchange, Plan, plan_messages, una
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._identity import Agent, Who, client_signal
 from tapelog.proxy._index import SessionIndex
-from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
+from tapelog.proxy._relay import ClosingResponse, Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._responses_in import continuing
 from tapelog.proxy._responses_out import ResponsesAnswer, previous_response
 from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
@@ -458,21 +457,18 @@ class Proxy:
         except BaseException:
             await relay.close()
             raise
-        # The rest of the turn's end waits for the answer to be sent.
-        close = BackgroundTask(relay.close)
+        named = _named(state.id)  # the turn's end goes on once the answer is sent:
         if relay.error is not None or answer is None:
             message = relay.error["message"] if relay.error else "no answer"
-            said = f"{self.upstream.provider}: {message}"
-            failed = self._fail(parsed.family, 502, said, state.id)
-            failed.background = close
-            return failed
+            failed = error_body(parsed.family, 502, f"{self.upstream.provider}: {message}")
+            return ClosingResponse(
+                relay, failed, status_code=502, media_type="application/json", headers=named
+            )
         head = {
             k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
         }
-        head.update(_named(state.id))
-        return Response(
-            answer.body(), media_type="application/json", headers=head, background=close
-        )
+        head.update(named)
+        return ClosingResponse(relay, answer.body(), media_type="application/json", headers=head)
 
     def _fail(
         self, family: Family, status: int, message: str, session: str | None = None

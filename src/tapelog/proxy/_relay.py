@@ -43,7 +43,7 @@ from tapelog.proxy._responses_out import note_response_id, responses_error_event
 from tapelog.proxy._types import Family
 from tapelog.proxy._upstream import SseDecoder
 
-__all__ = ["Relay", "RelayResponse"]
+__all__ = ["ClosingResponse", "Relay", "RelayResponse"]
 
 _EXCERPT = 300
 _HOP = frozenset(
@@ -276,6 +276,21 @@ class RelayResponse(Response):
         async for data in self.relay.pieces():
             await send({"type": "http.response.body", "body": data, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class ClosingResponse(Response):
+    """A whole answer built from a relay (a client that did not ask for a
+    stream), whose relay is closed once it has been sent, however sending ends."""
+
+    def __init__(self, relay: Relay, content: bytes, **options: Any) -> None:
+        super().__init__(content, **options)
+        self.relay = relay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.relay.close()
 
 
 async def until_disconnect(work: Awaitable[None], receive: Receive) -> None:
