@@ -49,7 +49,7 @@ from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
 from tapelog.proxy._asgi import ModelRoutes
-from tapelog.proxy._body_prefix import BodyPrefixes
+from tapelog.proxy._body_prefix import FamilyPrefixes
 from tapelog.proxy._exchange import Compared, Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._identity import Agent, Who, client_signal
@@ -130,7 +130,7 @@ class Proxy:
         # Long reads: a reasoning model can think for minutes before the next event.
         self.http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0))
         self.translator = Translator(upstream)
-        self.prefixes = BodyPrefixes()
+        self.prefixes = FamilyPrefixes()
         self.index = SessionIndex()
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
         self.router = Router(self.sessions, lock_wait=lock_wait)
@@ -274,7 +274,7 @@ class Proxy:
         (``_body_prefix``)."""
         with paused_gc():
             try:
-                decoded = self.prefixes.decode(raw)  # only what is new, when it extends
+                decoded = self.prefixes.of(family).decode(raw)  # only what is new, if it extends
             except JsonValueError as exc:
                 raise ProxyError(f"the request body is {exc.problem}") from None
             body = decoded.body
@@ -288,7 +288,7 @@ class Proxy:
             headers, query = (
                 (request.headers, request.url.query) if request is not None else ({}, "")
             )
-            parsed = self.translator.parse(family, body, headers, query)
+            parsed = self.translator.parse(family, body, headers, query, decoded.extends)
             messages = self.translator.messages(parsed, extends=decoded.extends)
             problem = unanswered_calls(
                 messages.neutral,
@@ -298,7 +298,7 @@ class Proxy:
             if problem is not None:
                 raise ProxyError(problem)
             self.translator.remember(messages)
-            self.prefixes.remember(raw, decoded, messages)
+            self.prefixes.of(family).remember(raw, decoded, messages)
             header = self.translator.header(parsed, messages.rules, None)
             self.translator.check_header(parsed, header)
             return parsed, messages, header
