@@ -304,7 +304,10 @@ async def until_disconnect(work: Awaitable[None], receive: Receive) -> None:
 
     async def watch() -> None:
         while True:
-            message: Message = await receive()
+            try:
+                message: Message = await receive()
+            except Exception:  # the server's to report; the response goes on
+                return
             if message["type"] == "http.disconnect":
                 if not state["done"]:
                     state["left"] = True
