@@ -1,4 +1,5 @@
-"""The proxy server: a Starlette app between clients and one upstream.
+"""The proxy server: an ASGI app between clients and one upstream (its model
+routes found by ``_asgi.ModelRoutes``, the rest routed by Starlette).
 
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
 completions), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1/responses``
