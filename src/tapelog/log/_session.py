@@ -373,6 +373,16 @@ class Session:
         appended live), else ``None``: what the checker's shadow may start from."""
         return None if self._appended else self._fold.copy()
 
+    def shadow_fold(self) -> LogFold:
+        """A fold for the checker's shadow: it folds this session's events on
+        its own (surface, header, projection) but reads them from the session's
+        list rather than holding a reference to each again. Started from a copy
+        of the load's fold while every event came from a log (see
+        :meth:`loaded_fold`), else from nothing."""
+        if self._appended:
+            return LogFold(self._events)
+        return self._fold.copy(self._events)
+
     # --- seeds and forks -----------------------------------------------------
 
     @classmethod
