@@ -23,6 +23,7 @@ from tapelog.log._events import Event, PackedEvent
 from tapelog.log._freeze import FrozenDict
 from tapelog.log._header import EpochHeader, fold_header_event
 from tapelog.log._projection import derive_event_message
+from tapelog.log._record_blocks import RecordBlock
 from tapelog.log._session_info import SessionEvents
 from tapelog.log._surface import Surface, parse_surface_op
 
@@ -103,13 +104,13 @@ class LogFold:
         "surface",
     )
 
-    def __init__(self, log: list[Event | bytes] | None = None) -> None:
+    def __init__(self, log: list[Event | bytes | RecordBlock] | None = None) -> None:
         # A packed event is kept as its record (see PackedEvent), any other as itself.
         # Given ``log`` (a session's own item list), the fold reads its events
         # there and keeps no list of its own: it folds them one by one all the
         # same (the checker's shadow, see Session.shadow_fold).
         self._shared = log is not None
-        self._events: list[Event | bytes] = [] if log is None else log
+        self._events: list[Event | bytes | RecordBlock] = [] if log is None else log
         self._folded = 0  # of a fold over a session's list (else len(_events))
         self.surface = Surface()
         self._header: EpochHeader | None = None
@@ -134,7 +135,7 @@ class LogFold:
         return self._folded if self._shared else len(self._events)
 
     @property
-    def items(self) -> list[Event | bytes]:
+    def items(self) -> list[Event | bytes | RecordBlock]:
         """The fold's own list: each event, or a packed event's record (do not modify)."""
         return self._events
 
@@ -177,14 +178,14 @@ class LogFold:
         messages, seqs = self._messages, self._seqs
         for seq in surface.nodes_from(self._projected):
             event = events[seq]  # a surface event: never packed
-            assert not isinstance(event, bytes)
+            assert isinstance(event, Event)
             message = derive_event_message(event)
             if message is not None:
                 messages.append(message)
                 seqs.append(seq)
         self._projected = len(surface)
 
-    def copy(self, log: list[Event | bytes] | None = None) -> LogFold:
+    def copy(self, log: list[Event | bytes | RecordBlock] | None = None) -> LogFold:
         """An independent fold at the same point, projected, sharing the frozen
         events and messages (lists of references are copied, nothing re-derived).
         Given ``log``, the list this fold's events are the start of, the copy

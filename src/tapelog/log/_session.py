@@ -34,13 +34,13 @@ from tapelog.log._events import (
     check_packed,
     chunk_shape_ok,
     event_from_json,
-    unpack_record,
     unpack_unchecked,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._fork import fork_session
 from tapelog.log._freeze import FrozenDict
 from tapelog.log._header import EpochHeader
+from tapelog.log._record_blocks import LooseRecords, RecordBlock
 from tapelog.log._rules import LogRules
 from tapelog.log._session_check import check_event, packed
 from tapelog.log._session_info import RunClaim, SessionEvents, SessionInfo, new_session_id
@@ -88,7 +88,9 @@ class Session:
         self._fold = LogFold()
         self._rules = LogRules(seed_length=seed_length)
         self._rule_breaks: RuleBreaks | None = None
-        self._events: list[Event | bytes] = self._fold.items
+        self._events: list[Event | bytes | RecordBlock] = self._fold.items
+        # The records appended live, sealed into blocks as they add up.
+        self._loose = LooseRecords(self._events)  # type: ignore[arg-type]
         self._surface = self._fold.surface
         self._listeners: list[Listener] = []
         self._publishing = False
@@ -122,10 +124,7 @@ class Session:
         return len(self._events)
 
     def event(self, seq: int) -> Event:
-        item = self._events[seq]
-        if type(item) is bytes:
-            return unpack_record(seq if seq >= 0 else seq + len(self._events), item)
-        return item  # type: ignore[return-value]
+        return self._fold.events[seq]
 
     @property
     def surface(self) -> list[int]:
@@ -255,6 +254,8 @@ class Session:
             event = packed(event)
         self._appended = True
         self._commit(event, header, frozen)
+        if isinstance(event, PackedEvent):
+            self._loose.add(event.seq, event._record)
         self._publish(event)
         return event
 

@@ -1,0 +1,125 @@
+"""Packed events' records, sealed into compressed blocks once a session is past them.
+
+A session keeps each event of ``PACKED_TYPES`` as its record (see
+:class:`tapelog.log._events.PackedEvent`): one ``bytes`` per streamed chunk,
+tool call or step marker, about five per history message, the largest share of
+what a long session holds. Nothing reads them on a warm step once their step
+ended; they are kept only to be read back (``session.events``, a fork, an
+export, an audit). So a session seals the records it appended live, once they
+add up to :data:`BLOCK_BYTES`, into one :class:`RecordBlock`: their bytes
+joined and compressed (zlib), with the seq and length of each. Every sealed
+seq's slot in the fold's list then holds that one block, and a read of the seq
+gets its record back from it, byte for byte (:meth:`RecordBlock.record`).
+
+A read decompresses the block once and keeps the result on the block while it
+is one of the last :data:`DECODED_KEPT` blocks read, so a walk of the log in
+either direction decompresses each block once. The log on disk is unchanged:
+this is how memory holds it, nothing else.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from array import array
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Sequence
+from typing import Final
+
+__all__ = ["BLOCK_BYTES", "DECODED_KEPT", "LooseRecords", "RecordBlock"]
+
+BLOCK_BYTES: Final = 64 * 1024
+"""Record bytes sealed into one block: large enough that compression finds the
+records' common structure, small enough that reading one record back costs
+little (about 0.1 ms to decompress)."""
+
+DECODED_KEPT: Final = 2
+"""Decompressed blocks kept at once (the last ones read)."""
+
+_LEVEL: Final = 1  # zlib's fastest: a seal runs inside an append
+_decoded_lock = threading.Lock()
+_decoded: deque[RecordBlock] = deque()
+
+
+class RecordBlock:
+    """Records of packed events, compressed together (see the module docstring).
+
+    The compressed bytes are the records' seqs and end offsets (``uint32``
+    arrays) followed by the records joined: nothing per record is held outside
+    them while the block is not being read.
+    """
+
+    __slots__ = ("_count", "_decoded", "_packed")
+
+    def __init__(self, seqs: Sequence[int], records: Sequence[bytes]) -> None:
+        ends = array("I")
+        end = 0
+        for record in records:
+            end += len(record)
+            ends.append(end)
+        head = array("I", seqs).tobytes() + ends.tobytes()
+        self._count = len(records)
+        self._packed = zlib.compress(head + b"".join(records), _LEVEL)
+        self._decoded: tuple[array[int], array[int], bytes] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def size(self) -> int:
+        """The compressed bytes held."""
+        return len(self._packed)
+
+    def record(self, seq: int) -> bytes:
+        """The record of the event at ``seq`` (``KeyError`` if not in this block)."""
+        seqs, ends, joined = self._decoded or self._decode()
+        i = bisect_left(seqs, seq)
+        if i == len(seqs) or seqs[i] != seq:
+            raise KeyError(seq)
+        return joined[ends[i - 1] if i else 0 : ends[i]]
+
+    def _decode(self) -> tuple[array[int], array[int], bytes]:
+        raw = zlib.decompress(self._packed)
+        n = self._count
+        seqs, ends = array("I"), array("I")
+        seqs.frombytes(raw[: 4 * n])
+        ends.frombytes(raw[4 * n : 8 * n])
+        decoded = (seqs, ends, raw[8 * n :])
+        self._decoded = decoded
+        with _decoded_lock:
+            _decoded.append(self)
+            while len(_decoded) > DECODED_KEPT:
+                _decoded.popleft()._decoded = None
+        return decoded
+
+
+class LooseRecords:
+    """The records a session appended live and has not sealed yet: once they
+    reach :data:`BLOCK_BYTES`, each of their slots in ``items`` (the fold's
+    list) is given the block that holds them all."""
+
+    __slots__ = ("_bytes", "_items", "_seqs")
+
+    def __init__(self, items: list[object]) -> None:
+        self._items = items
+        self._seqs: list[int] = []
+        self._bytes = 0
+
+    def add(self, seq: int, record: bytes) -> None:
+        """Note the record just put at ``items[seq]``; seal when enough are loose."""
+        self._seqs.append(seq)
+        self._bytes += len(record)
+        if self._bytes >= BLOCK_BYTES:
+            self.seal()
+
+    def seal(self) -> None:
+        """Seal the loose records into one block (readers see the same bytes)."""
+        seqs, items = self._seqs, self._items
+        if not seqs:
+            return
+        records: list[bytes] = [items[seq] for seq in seqs]  # type: ignore[misc]
+        block = RecordBlock(seqs, records)
+        for seq in seqs:
+            items[seq] = block
+        self._seqs, self._bytes = [], 0
