@@ -74,7 +74,7 @@ import orjson
 # The loop benchmark's workload: its system prompt, turn shape, targets and text.
 from _memory_peers import PEERS, fill, interpreter, peak_kb, skipped, step_reply
 from _memory_peers import measure as measure_peer
-from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM, _text
+from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM
 
 from tapelog.agent import Agent, tool
 from tapelog.llm import LlmRequest
@@ -91,14 +91,16 @@ whose replies carry reasoning items this workload does not make)."""
 WORKLOAD: dict[str, Any] = {
     "system": SYSTEM,
     "steps_per_turn": STEPS_PER_TURN,
-    "prompt": "Question {n}: " + _text(126),
+    "prompt": "Question {n}: {words:126}",
     "note": "Let me look note {n} up in the project notes.",
     "arguments": '{"key": "k{n}"}',
-    "result": "{key}: " + _text(294),
-    "answer": "Answer {n}: " + _text(146),
+    "result": "{key}: {words:294}",
+    "answer": "Answer {n}: {words:146}",
 }
 """The text of every turn, the same bytes for tapelog and each peer: ``{n}``
-is the turn (prompt) or global step, ``{key}`` the tool's argument."""
+is the turn (prompt) or global step, ``{key}`` the tool's argument and
+``{words:N}`` N characters of pseudo-words drawn for that turn, step or key
+(``_memory_peers.words``): no two turns repeat a text."""
 
 
 @tool
