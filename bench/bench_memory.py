@@ -33,7 +33,10 @@ The peak includes the last step's transient request body (one copy, ~1.8 MB at
 too), which the HTTP request needs anyway. ``events_per_message`` says how
 much of the log stands behind each message: every streamed chunk is an
 ``assistant/chunk`` event (3.5 per message here, the largest single share of
-the log), so a provider that streams finer chunks costs more per message.
+the log). A session seals the records of such events into compressed blocks
+once they add up to 64 KB (``tapelog.log._record_blocks``), so they cost about
+their compressed bytes; every turn's text is drawn anew (``WORKLOAD``), so the
+compression finds no text repeated from turn to turn, as in a real history.
 
 ``--wire`` picks the body encoded at the edge: ``openai`` (the DeepSeek dialect
 of the OpenAI-compatible wire), ``anthropic`` (the Anthropic Messages wire) or
