@@ -16,6 +16,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -140,6 +141,12 @@ def test_a_session_with_sealed_records_reads_as_one_without(
     assert not any(isinstance(item, RecordBlock) for item in loose.events._items)
     assert sealed.events == loose.events
     assert _reads(sealed) == _reads(loose)
+    for outside in (len(sealed), -len(sealed) - 1):
+        for session in (sealed, loose):
+            with pytest.raises(IndexError):
+                session.events[outside]
+            with pytest.raises(IndexError):
+                session.event(outside)
 
 
 async def test_the_loop_and_its_checker_run_on_sealed_records(tmp_path: Path) -> None:

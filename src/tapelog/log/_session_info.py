@@ -80,6 +80,9 @@ class SessionEvents(Sequence[Event]):
             if step == 1:
                 return list(iter_events(items[start:stop], start))
             return [_event(items, seq) for seq in range(start, stop, step)]
+        item = items[index]  # (an IndexError as a list's)
+        if isinstance(item, Event):
+            return item
         return _event(items, index if index >= 0 else index + len(items))
 
     def __iter__(self) -> Iterator[Event]:
