@@ -9,6 +9,8 @@ twice, with blocks sealed every few bytes and never, and compare every read.
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -125,7 +127,7 @@ def _reads(session: Session) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(_TURNS, st.integers(1, 300))
 def test_a_session_with_sealed_records_reads_as_one_without(
     turns: list[list[tuple[list[str], bool]]], limit: int
@@ -168,3 +170,35 @@ async def test_the_loop_and_its_checker_run_on_sealed_records(tmp_path: Path) ->
     assert store.session_bytes(session.id) == _stored(session)
     loaded = store.load(session.id).session
     assert [e.encode() for e in loaded.events] == [e.encode() for e in session.events]
+
+
+def _held_per_chunk(chunks: int) -> float:
+    """Bytes a session of ``chunks`` streamed chunks (distinct texts) holds per chunk."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        session = Session("s-held", created=1, clock=ticking_clock())
+        session.append("turn/start", {"turn": 0})
+        session.append("step/start", {"turn": 0, "step": 0})
+        for i in range(chunks):
+            text = f"{i * 7919 % 100_003:05d} piece of the answer number {i}"
+            chunk = {"kind": "text", "text": text}
+            session.append("assistant/chunk", {"turn": 0, "step": 0, "chunk": chunk})
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(session) == chunks + 2
+    return held / chunks
+
+
+def test_sealed_chunks_hold_a_fraction_of_their_records() -> None:
+    """A chunk's record is ~90 bytes plus a bytes object's header: ~130 bytes
+    held, one object per chunk. Sealed, the chunks of a long session cost
+    their share of a compressed block and a list slot."""
+    with _sealing_every(10**9):
+        loose = _held_per_chunk(1_500)
+    sealed = _held_per_chunk(1_500)
+    assert loose > 110, loose
+    assert sealed < loose / 3, (sealed, loose)
