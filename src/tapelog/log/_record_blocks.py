@@ -25,9 +25,9 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["BLOCK_BYTES", "DECODED_KEPT", "LooseRecords", "RecordBlock"]
+__all__ = ["BLOCK_BYTES", "CHECK_EVERY", "DECODED_KEPT", "LooseRecords", "RecordBlock"]
 
 BLOCK_BYTES: Final = 64 * 1024
 """Record bytes sealed into one block: large enough that compression finds the
@@ -36,6 +36,9 @@ little (about 0.1 ms to decompress)."""
 
 DECODED_KEPT: Final = 2
 """Decompressed blocks kept at once (the last ones read)."""
+
+CHECK_EVERY: Final = 64
+"""Events appended between two counts of the loose records."""
 
 _LEVEL: Final = 1  # zlib's fastest: a seal runs inside an append
 _decoded_lock = threading.Lock()
@@ -95,31 +98,49 @@ class RecordBlock:
 
 
 class LooseRecords:
-    """The records a session appended live and has not sealed yet: once they
-    reach :data:`BLOCK_BYTES`, each of their slots in ``items`` (the fold's
-    list) is given the block that holds them all."""
+    """The records a session appended live and has not sealed yet.
 
-    __slots__ = ("_bytes", "_items", "_seqs")
+    The session asks :meth:`check` once its list has reached :attr:`check_at`
+    (every :data:`CHECK_EVERY` events: a compare per append, the records
+    counted in one pass). Once they reach :data:`BLOCK_BYTES`, each of their
+    slots in ``items`` (the fold's list) is given the block that holds them
+    all. What a load put in the list before the first live append is left as
+    it is (a resumed session's first step stays what is new plus the load).
+    """
 
-    def __init__(self, items: list[object]) -> None:
+    __slots__ = ("_bytes", "_items", "_scanned", "_seqs", "check_at")
+
+    def __init__(self, items: list[Any]) -> None:
         self._items = items
         self._seqs: list[int] = []
         self._bytes = 0
+        self._scanned = -1  # where the next check starts counting (-1: no live append yet)
+        self.check_at = 0
+        """The length of ``items`` at which :meth:`check` is next due."""
 
-    def add(self, seq: int, record: bytes) -> None:
-        """Note the record just put at ``items[seq]``; seal when enough are loose."""
-        self._seqs.append(seq)
-        self._bytes += len(record)
-        if self._bytes >= BLOCK_BYTES:
+    def check(self) -> None:
+        """Count the records appended since the last check; seal them all
+        once they add up to :data:`BLOCK_BYTES`."""
+        items = self._items
+        end = len(items)
+        start = self._scanned if self._scanned >= 0 else end - 1
+        seqs, size = self._seqs, self._bytes
+        for seq in range(start, end):
+            item = items[seq]
+            if type(item) is bytes:
+                seqs.append(seq)
+                size += len(item)
+        self._scanned, self._bytes = end, size
+        self.check_at = end + CHECK_EVERY
+        if size >= BLOCK_BYTES:
             self.seal()
 
     def seal(self) -> None:
-        """Seal the loose records into one block (readers see the same bytes)."""
+        """Seal the counted records into one block (readers see the same bytes)."""
         seqs, items = self._seqs, self._items
         if not seqs:
             return
-        records: list[bytes] = [items[seq] for seq in seqs]  # type: ignore[misc]
-        block = RecordBlock(seqs, records)
+        block = RecordBlock(seqs, [items[seq] for seq in seqs])
         for seq in seqs:
             items[seq] = block
         self._seqs, self._bytes = [], 0

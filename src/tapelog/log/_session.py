@@ -90,7 +90,7 @@ class Session:
         self._rule_breaks: RuleBreaks | None = None
         self._events: list[Event | bytes | RecordBlock] = self._fold.items
         # The records appended live, sealed into blocks as they add up.
-        self._loose = LooseRecords(self._events)  # type: ignore[arg-type]
+        self._loose = LooseRecords(self._events)
         self._surface = self._fold.surface
         self._listeners: list[Listener] = []
         self._publishing = False
@@ -254,8 +254,8 @@ class Session:
             event = packed(event)
         self._appended = True
         self._commit(event, header, frozen)
-        if isinstance(event, PackedEvent):
-            self._loose.add(event.seq, event._record)
+        if len(self._events) >= self._loose.check_at:
+            self._loose.check()
         self._publish(event)
         return event
 
