@@ -24,7 +24,9 @@ import zlib
 from array import array
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
+from operator import sub
 from typing import Any, Final
 
 __all__ = ["BLOCK_BYTES", "CHECK_EVERY", "DECODED_KEPT", "LooseRecords", "RecordBlock"]
@@ -48,31 +50,29 @@ _decoded: deque[RecordBlock] = deque()
 class RecordBlock:
     """Records of packed events, compressed together (see the module docstring).
 
-    The compressed bytes are the records' seqs and end offsets (``uint32``
-    arrays) followed by the records joined: nothing per record is held outside
-    them while the block is not being read.
+    The records' bytes are joined and compressed; beside them, each record's
+    seq (as the step from the one before: a byte each, as a rule) and length
+    (two bytes each, as a rule), uncompressed: deflate is slow on such arrays
+    and gains little on them. Nothing else is held per record while the block
+    is not being read.
     """
 
-    __slots__ = ("_count", "_decoded", "_packed")
+    __slots__ = ("_decoded", "_first", "_lengths", "_packed", "_steps")
 
     def __init__(self, seqs: Sequence[int], records: Sequence[bytes]) -> None:
-        ends = array("I")
-        end = 0
-        for record in records:
-            end += len(record)
-            ends.append(end)
-        head = array("I", seqs).tobytes() + ends.tobytes()
-        self._count = len(records)
-        self._packed = zlib.compress(head + b"".join(records), _LEVEL)
-        self._decoded: tuple[array[int], array[int], bytes] | None = None
+        self._first = seqs[0] if seqs else 0
+        self._steps = _compact(map(sub, seqs[1:], seqs), "B")
+        self._lengths = _compact(map(len, records), "H")
+        self._packed = zlib.compress(b"".join(records), _LEVEL)
+        self._decoded: tuple[list[int], list[int], bytes] | None = None
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._lengths)
 
     @property
     def size(self) -> int:
-        """The compressed bytes held."""
-        return len(self._packed)
+        """The bytes held (compressed records, seq steps and lengths)."""
+        return len(self._packed) + _held(self._steps) + _held(self._lengths)
 
     def record(self, seq: int) -> bytes:
         """The record of the event at ``seq`` (``KeyError`` if not in this block)."""
@@ -82,19 +82,28 @@ class RecordBlock:
             raise KeyError(seq)
         return joined[ends[i - 1] if i else 0 : ends[i]]
 
-    def _decode(self) -> tuple[array[int], array[int], bytes]:
-        raw = zlib.decompress(self._packed)
-        n = self._count
-        seqs, ends = array("I"), array("I")
-        seqs.frombytes(raw[: 4 * n])
-        ends.frombytes(raw[4 * n : 8 * n])
-        decoded = (seqs, ends, raw[8 * n :])
+    def _decode(self) -> tuple[list[int], list[int], bytes]:
+        seqs = list(accumulate(self._steps, initial=self._first))[: len(self._lengths)]
+        decoded = (seqs, list(accumulate(self._lengths)), zlib.decompress(self._packed))
         self._decoded = decoded
         with _decoded_lock:
             _decoded.append(self)
             while len(_decoded) > DECODED_KEPT:
                 _decoded.popleft()._decoded = None
         return decoded
+
+
+def _compact(values: Iterable[int], typecode: str) -> array[int]:
+    """``values`` as an array of ``typecode`` if every one fits, else of ``I``."""
+    kept = list(values)
+    try:
+        return array(typecode, kept)
+    except OverflowError:
+        return array("I", kept)
+
+
+def _held(values: array[int]) -> int:
+    return len(values) * values.itemsize
 
 
 class LooseRecords:
