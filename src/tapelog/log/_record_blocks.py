@@ -111,41 +111,51 @@ class LooseRecords:
 
     The session asks :meth:`check` once its list has reached :attr:`check_at`
     (every :data:`CHECK_EVERY` events: a compare per append, the records
-    counted in one pass). Once they reach :data:`BLOCK_BYTES`, each of their
-    slots in ``items`` (the fold's list) is given the block that holds them
-    all. What a load put in the list before the first live append is left as
-    it is (a resumed session's first step stays what is new plus the load).
+    counted in one pass). Those counted by an earlier check are sealed once
+    they reach :data:`BLOCK_BYTES`: each of their slots in ``items`` (the
+    fold's list) is given the block that holds them all. The last check's stay
+    loose (a reader looking back a few events, for the open turn or step, finds
+    them without decompressing a block), and what a load put in the list before
+    the first live append is left as it is (a resumed session's first step
+    stays what is new plus the load).
     """
 
-    __slots__ = ("_bytes", "_items", "_scanned", "_seqs", "check_at")
+    __slots__ = ("_bytes", "_items", "_recent", "_recent_bytes", "_scanned", "_seqs", "check_at")
 
     def __init__(self, items: list[Any]) -> None:
         self._items = items
-        self._seqs: list[int] = []
+        self._seqs: list[int] = []  # counted before the last check: to seal
         self._bytes = 0
+        self._recent: list[int] = []  # counted by the last check
+        self._recent_bytes = 0
         self._scanned = -1  # where the next check starts counting (-1: no live append yet)
         self.check_at = 0
         """The length of ``items`` at which :meth:`check` is next due."""
 
     def check(self) -> None:
-        """Count the records appended since the last check; seal them all
-        once they add up to :data:`BLOCK_BYTES`."""
+        """Count the records appended since the last check; seal those of
+        earlier checks once they add up to :data:`BLOCK_BYTES`."""
         items = self._items
         end = len(items)
         start = self._scanned if self._scanned >= 0 else end - 1
-        seqs, size = self._seqs, self._bytes
+        recent: list[int] = []
+        size = 0
         for seq in range(start, end):
             item = items[seq]
             if type(item) is bytes:
-                seqs.append(seq)
+                recent.append(seq)
                 size += len(item)
-        self._scanned, self._bytes = end, size
+        self._seqs += self._recent
+        self._bytes += self._recent_bytes
+        self._recent, self._recent_bytes = recent, size
+        self._scanned = end
         self.check_at = end + CHECK_EVERY
-        if size >= BLOCK_BYTES:
+        if self._bytes >= BLOCK_BYTES:
             self.seal()
 
     def seal(self) -> None:
-        """Seal the counted records into one block (readers see the same bytes)."""
+        """Seal the records counted before the last check into one block
+        (readers see the same bytes)."""
         seqs, items = self._seqs, self._items
         if not seqs:
             return

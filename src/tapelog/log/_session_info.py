@@ -81,9 +81,12 @@ class SessionEvents(Sequence[Event]):
                 return list(iter_events(items[start:stop], start))
             return [_event(items, seq) for seq in range(start, stop, step)]
         item = items[index]  # (an IndexError as a list's)
-        if isinstance(item, Event):
-            return item
-        return _event(items, index if index >= 0 else index + len(items))
+        if isinstance(item, bytes):
+            return unpack_record(index if index >= 0 else index + len(items), item)
+        if isinstance(item, RecordBlock):
+            seq = index if index >= 0 else index + len(items)
+            return unpack_record(seq, item.record(seq))
+        return item
 
     def __iter__(self) -> Iterator[Event]:
         return iter_events(self._items)
@@ -94,12 +97,12 @@ class SessionEvents(Sequence[Event]):
         items = self._items if start == 0 else self._items[start:]
         types = RECORD_TYPES
         for seq, item in enumerate(items, start):
-            if isinstance(item, Event):
-                yield item.type
-            elif isinstance(item, bytes):
+            if type(item) is bytes:
                 yield types[item[0] & 0x7F]
-            else:  # sealed (see _record_blocks)
+            elif type(item) is RecordBlock:  # sealed (see _record_blocks)
                 yield types[item.record(seq)[0] & 0x7F]
+            else:
+                yield item.type  # type: ignore[union-attr]
 
     def type_at(self, seq: int) -> str:
         """The type of the event at ``seq`` (see :meth:`types`)."""
