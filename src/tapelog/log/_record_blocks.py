@@ -109,9 +109,9 @@ def _held(values: array[int]) -> int:
 class LooseRecords:
     """The records a session appended live and has not sealed yet.
 
-    The session asks :meth:`check` once its list has reached :attr:`check_at`
-    (every :data:`CHECK_EVERY` events: a compare per append, the records
-    counted in one pass). Those counted by an earlier check are sealed once
+    The session asks :meth:`check` once it appended the event at seq
+    :attr:`check_at` (every :data:`CHECK_EVERY` events: a compare per append,
+    the records counted in one pass). Those counted by an earlier check are sealed once
     they reach :data:`BLOCK_BYTES`: each of their slots in ``items`` (the
     fold's list) is given the block that holds them all. The last check's stay
     loose (a reader looking back a few events, for the open turn or step, finds
@@ -130,7 +130,7 @@ class LooseRecords:
         self._recent_bytes = 0
         self._scanned = -1  # where the next check starts counting (-1: no live append yet)
         self.check_at = 0
-        """The length of ``items`` at which :meth:`check` is next due."""
+        """The seq whose append makes :meth:`check` due."""
 
     def check(self) -> None:
         """Count the records appended since the last check; seal those of
@@ -149,7 +149,7 @@ class LooseRecords:
         self._bytes += self._recent_bytes
         self._recent, self._recent_bytes = recent, size
         self._scanned = end
-        self.check_at = end + CHECK_EVERY
+        self.check_at = end + CHECK_EVERY - 1
         if self._bytes >= BLOCK_BYTES:
             self.seal()
 

@@ -254,7 +254,7 @@ class Session:
             event = packed(event)
         self._appended = True
         self._commit(event, header, frozen)
-        if len(self._events) >= self._loose.check_at:
+        if event.seq >= self._loose.check_at:
             self._loose.check()
         self._publish(event)
         return event

@@ -81,12 +81,12 @@ class SessionEvents(Sequence[Event]):
                 return list(iter_events(items[start:stop], start))
             return [_event(items, seq) for seq in range(start, stop, step)]
         item = items[index]  # (an IndexError as a list's)
-        if isinstance(item, bytes):
+        if type(item) is bytes:
             return unpack_record(index if index >= 0 else index + len(items), item)
-        if isinstance(item, RecordBlock):
+        if type(item) is RecordBlock:
             seq = index if index >= 0 else index + len(items)
             return unpack_record(seq, item.record(seq))
-        return item
+        return item  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[Event]:
         return iter_events(self._items)
