@@ -135,7 +135,7 @@ class Agent(StoredSessionOwner, ContextUpkeep):
         self.max_steps = max_steps
         self.check = check_enabled(check)
         # Made now, while a resumed session holds only what its log said, so the
-        # checker starts from the load's fold (RequestChecker, Session.loaded_fold).
+        # checker starts from the load's fold (RequestChecker, Session.shadow_fold).
         self._checker = RequestChecker(session) if self.check else None
         self._sleep = sleep
         self._recorder = HeaderRecorder(session)

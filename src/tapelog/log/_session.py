@@ -370,8 +370,9 @@ class Session:
         return self._fold.history()
 
     def loaded_fold(self) -> LogFold | None:
-        """A copy of the fold while every event came from a log (replayed, none
-        appended live), else ``None``: what the checker's shadow may start from."""
+        """A copy of the fold, with its own list, while every event came from a
+        log (replayed, none appended live), else ``None`` (the checker's shadow
+        starts from :meth:`shadow_fold`, which reads the session's list instead)."""
         return None if self._appended else self._fold.copy()
 
     def shadow_fold(self) -> LogFold:
