@@ -44,8 +44,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import resource
 import shutil
+import string
 import subprocess
 import sys
 import time
@@ -59,10 +61,33 @@ TOOL_DOC = "Look a key up in the project notes."
 
 def fill(template: str, **values: object) -> str:
     """``template`` with each ``{name}`` replaced (``str.format`` would trip on
-    the braces of the tool arguments)."""
+    the braces of the tool arguments), then each ``{words:N}`` by ``N``
+    characters of words (:func:`words`) drawn for the text filled so far."""
     for name, value in values.items():
         template = template.replace(f"{{{name}}}", str(value))
-    return template
+    head, marker, rest = template.partition("{words:")
+    if not marker:
+        return template
+    size, _, tail = rest.partition("}")
+    return head + words(int(size), seed=head) + fill(tail)
+
+
+_VOCABULARY = [
+    "".join(random.Random(i).choices(string.ascii_lowercase, k=2 + i % 8)) for i in range(2_000)
+]
+
+
+def words(size: int, *, seed: str) -> str:
+    """``size`` characters of pseudo-words, the same for the same ``seed`` in
+    every process: every turn's text differs, as a real history's does (a
+    text repeated turn after turn would let a compressing log look smaller
+    than it is), and the letters are drawn at random, so it compresses worse
+    than prose."""
+    draw = random.Random(seed)
+    out = ""
+    while len(out) < size:
+        out += draw.choice(_VOCABULARY) + " "
+    return out[:size]
 
 
 def step_reply(step: int, workload: dict[str, Any]) -> tuple[str, tuple[str, str] | None]:

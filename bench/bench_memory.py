@@ -33,7 +33,10 @@ The peak includes the last step's transient request body (one copy, ~1.8 MB at
 too), which the HTTP request needs anyway. ``events_per_message`` says how
 much of the log stands behind each message: every streamed chunk is an
 ``assistant/chunk`` event (3.5 per message here, the largest single share of
-the log), so a provider that streams finer chunks costs more per message.
+the log). A session seals the records of such events into compressed blocks
+once they add up to 64 KB (``tapelog.log._record_blocks``), so they cost about
+their compressed bytes; every turn's text is drawn anew (``WORKLOAD``), so the
+compression finds no text repeated from turn to turn, as in a real history.
 
 ``--wire`` picks the body encoded at the edge: ``openai`` (the DeepSeek dialect
 of the OpenAI-compatible wire), ``anthropic`` (the Anthropic Messages wire) or
@@ -74,7 +77,7 @@ import orjson
 # The loop benchmark's workload: its system prompt, turn shape, targets and text.
 from _memory_peers import PEERS, fill, interpreter, peak_kb, skipped, step_reply
 from _memory_peers import measure as measure_peer
-from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM, _text
+from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM
 
 from tapelog.agent import Agent, tool
 from tapelog.llm import LlmRequest
@@ -91,14 +94,16 @@ whose replies carry reasoning items this workload does not make)."""
 WORKLOAD: dict[str, Any] = {
     "system": SYSTEM,
     "steps_per_turn": STEPS_PER_TURN,
-    "prompt": "Question {n}: " + _text(126),
+    "prompt": "Question {n}: {words:126}",
     "note": "Let me look note {n} up in the project notes.",
     "arguments": '{"key": "k{n}"}',
-    "result": "{key}: " + _text(294),
-    "answer": "Answer {n}: " + _text(146),
+    "result": "{key}: {words:294}",
+    "answer": "Answer {n}: {words:146}",
 }
 """The text of every turn, the same bytes for tapelog and each peer: ``{n}``
-is the turn (prompt) or global step, ``{key}`` the tool's argument."""
+is the turn (prompt) or global step, ``{key}`` the tool's argument and
+``{words:N}`` N characters of pseudo-words drawn for that turn, step or key
+(``_memory_peers.words``): no two turns repeat a text."""
 
 
 @tool

@@ -336,14 +336,18 @@ def bench_proxy(
 
 def _table(results: dict[str, Any], names: list[str]) -> str:
     """The added milliseconds side by side, one line per mode and size: the
-    median and, after the slash, the difference of the best times."""
-    lines = ["added ms (median/best)  messages" + "".join(f"{name:>16}" for name in names)]
+    median and, after the slash, the difference of the best times; then
+    tapelog's median over the pass-through's (the goal: at most 2)."""
+    head = "".join(f"{name:>16}" for name in names)
+    lines = [f"added ms (median/best)  messages{head}{'tapelog/pass':>14}"]
     for mode, found in results["by_mode"].items():
         for row in found["sizes"].values():
             cells = [(row["added_ms"], row["added_min_ms"])] + [
                 (row[f"{name}_added_ms"], row[f"{name}_added_min_ms"]) for name in names[1:]
             ]
             text = "".join(f"{f'{m:.1f}/{b:.1f}':>16}" for m, b in cells)
+            ratio = row.get("added_over_passthrough")
+            text += f"{ratio:>14.2f}" if ratio is not None else ""
             lines.append(f"{mode:<23} {row['messages']:>9}{text}")
     return "\n".join(lines)
 

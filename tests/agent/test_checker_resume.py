@@ -99,3 +99,30 @@ async def test_only_a_session_nothing_was_appended_to_lends_its_fold(tmp_path: P
     session.append("turn/start", {"turn": _turns(session) + 1})
     assert len(fold.events) == len(session) - 1  # a copy: the session's appends stay out
     assert session.loaded_fold() is None  # no longer only what the log said
+
+
+async def test_the_shadow_reads_the_log_it_folds_and_keeps_no_list_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """The shadow folds the session's events on its own (surface, header,
+    projection, wire pieces) but reads them from the session's own list: no
+    reference per event held twice (issue 20 item 5), live and after a resume."""
+    store, session_id = await _stored(tmp_path, 2)
+    for session in (Session(), store.load(session_id).session):
+        checker = RequestChecker(session)
+        assert checker.shadow.items is session.events._items
+        before = len(session)
+        turn = _turns(session) + 1
+        session.append("turn/start", {"turn": turn})
+        user = {"content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}}
+        session.append("user/message", user, surface_op="append")
+        nodes = session.history()
+        if session.header is None:
+            continue  # a fresh session has no header to build a request from
+        step = session.append("step/start", {"turn": turn, "step": 1})
+        request = build_request(
+            header=session.header, nodes=nodes, session_id=session.id, boundary_seq=step.seq
+        )
+        checker.check(request, OpenAIWire(dialect="deepseek").encode_body(request))
+        assert checker.shadow.folded == len(session) > before
+        assert checker.shadow.history().message_list() == session.derive_messages()

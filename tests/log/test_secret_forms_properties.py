@@ -18,7 +18,7 @@ import string
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tapelog.llm._api import SecretGuard
@@ -73,6 +73,11 @@ def base64_forms(draw: st.DrawFn) -> tuple[str, str]:
     """A secret and a base64 blob holding it (at any alignment, either alphabet)."""
     secret = draw(SECRETS)
     lead = draw(st.binary(max_size=4))
+    # The bytes around the secret share no four bytes with it: the test below
+    # looks for any four of the secret's bytes in what is left of the blob, and
+    # a secret such as ``...tail0`` would be "found" in the ``:tail`` filler.
+    grams = {secret.encode()[i : i + 4] for i in range(len(secret) - 3)}
+    assume(not any(g in lead or g in b":tail" for g in grams))
     encode = draw(st.sampled_from([base64.b64encode, base64.urlsafe_b64encode]))
     return secret, encode(lead + secret.encode() + b":tail").decode()
 

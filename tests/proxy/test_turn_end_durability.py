@@ -39,10 +39,12 @@ class Held:
         self.reached = asyncio.Event()
         close_later = TurnEnd._close_later
 
-        async def held(turn_end: TurnEnd, state: SessionState) -> None:
+        async def held(
+            turn_end: TurnEnd, state: SessionState, answered: asyncio.Future[None] | None
+        ) -> None:
             self.reached.set()
             await self.gate.wait()
-            await close_later(turn_end, state)
+            await close_later(turn_end, state, answered)
 
         monkeypatch.setattr(TurnEnd, "_close_later", held)
 

@@ -76,6 +76,10 @@ from tapelog.request import build_request
 
 __all__ = ["Agent"]
 
+_USER_SOURCE = freeze({"kind": "user"})
+"""The ``source`` of a prompt: one frozen object shared by every user message
+(issue 20: no copy per message)."""
+
 
 class Agent(StoredSessionOwner, ContextUpkeep):
     """A tool-using agent over a :class:`Session` (one instance = one loop instance).
@@ -131,7 +135,7 @@ class Agent(StoredSessionOwner, ContextUpkeep):
         self.max_steps = max_steps
         self.check = check_enabled(check)
         # Made now, while a resumed session holds only what its log said, so the
-        # checker starts from the load's fold (RequestChecker, Session.loaded_fold).
+        # checker starts from the load's fold (RequestChecker, Session.shadow_fold).
         self._checker = RequestChecker(session) if self.check else None
         self._sleep = sleep
         self._recorder = HeaderRecorder(session)
@@ -276,7 +280,7 @@ class Agent(StoredSessionOwner, ContextUpkeep):
         turn = self._turn
         session.append("turn/start", {"turn": turn})
         if content is not None:
-            prompt: dict[str, Any] = {"content": content, "source": {"kind": "user"}}
+            prompt: dict[str, Any] = {"content": content, "source": _USER_SOURCE}
             if key is not None:
                 prompt["idempotency_key"] = key
             session.append("user/message", prompt, surface_op="append")

@@ -70,7 +70,7 @@ class RequestChecker:
         self._tool_pairs = tool_pairs
         # A freshly loaded session's fold holds only what the log said: start there
         # (the first check after a resume then costs what is new, not the log).
-        self._fold = session.loaded_fold() or LogFold()
+        self._fold = session.shadow_fold()
         self._loop_cache = BodyCache()
         self._one_shot_cache = BodyCache()
         # The leading messages the last check compared equal, as both sides'
@@ -83,10 +83,15 @@ class RequestChecker:
         """How many body bytes the last check compared by content (the rest it
         knew equal: parts verified on an earlier check, the same objects again)."""
 
+    @property
+    def shadow(self) -> LogFold:
+        """The shadow's fold (read it only)."""
+        return self._fold
+
     def _catch_up(self, upto: int) -> None:
         events = self._session.events
         fold = self._fold
-        for seq in range(len(fold.events), upto):
+        for seq in range(fold.folded, upto):
             fold.apply(events[seq])
 
     def _rebuild(self, request: LlmRequest) -> tuple[LlmRequest, History | None]:
@@ -99,7 +104,7 @@ class RequestChecker:
                 "a request must carry the seq it is anchored at (its step/start or "
                 "compact/start); build it with build_request() or summary_request()"
             )
-        if not 0 <= anchor < len(events) or anchor < len(self._fold.events):
+        if not 0 <= anchor < len(events) or anchor < self._fold.folded:
             # Not the newest request: rebuild it the slow way, from scratch.
             return rebuild_request_at(events, anchor, session_id=request.session_id), None
         self._catch_up(anchor)

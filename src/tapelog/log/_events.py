@@ -18,6 +18,7 @@ from tapelog._errors import EventError
 from tapelog.log._canonical import decode, encode, encode_trusted
 from tapelog.log._freeze import FrozenDict, FrozenList, freeze, freeze_decoded
 from tapelog.log._payloads import check_blocks, check_payload, chunk_shape_ok
+from tapelog.log._record_blocks import RecordBlock
 
 __all__ = [
     "EVENT_TYPES",
@@ -313,10 +314,11 @@ def unpack_record(seq: int, record: bytes) -> PackedEvent:
     return event
 
 
-def iter_events(items: list[Event | bytes], start: int = 0) -> Iterator[Event]:
+def iter_events(items: list[Event | bytes | RecordBlock], start: int = 0) -> Iterator[Event]:
     """The events of a fold's items in order (the first at seq ``start``), each
-    record made into its :class:`PackedEvent` (:func:`unpack_record`, inlined: a
-    walk of a long log reads every one)."""
+    record (also one sealed in a :class:`RecordBlock`) made into its
+    :class:`PackedEvent` (:func:`unpack_record`, inlined: a walk of a long log
+    reads every one)."""
     new, set_seq, set_type, set_record, set_unchecked = (
         _new,
         _set_seq,
@@ -326,6 +328,8 @@ def iter_events(items: list[Event | bytes], start: int = 0) -> Iterator[Event]:
     )
     types = RECORD_TYPES
     for seq, item in enumerate(items, start):
+        if type(item) is RecordBlock:
+            item = item.record(seq)
         if type(item) is bytes:
             event = new(PackedEvent)
             set_seq(event, seq)

@@ -23,6 +23,7 @@ from tapelog.log._events import Event, PackedEvent
 from tapelog.log._freeze import FrozenDict
 from tapelog.log._header import EpochHeader, fold_header_event
 from tapelog.log._projection import derive_event_message
+from tapelog.log._record_blocks import RecordBlock
 from tapelog.log._session_info import SessionEvents
 from tapelog.log._surface import Surface, parse_surface_op
 
@@ -93,17 +94,24 @@ class LogFold:
 
     __slots__ = (
         "_events",
+        "_folded",
         "_header",
         "_messages",
         "_projected",
         "_projected_gen",
         "_seqs",
+        "_shared",
         "surface",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, log: list[Event | bytes | RecordBlock] | None = None) -> None:
         # A packed event is kept as its record (see PackedEvent), any other as itself.
-        self._events: list[Event | bytes] = []
+        # Given ``log`` (a session's own item list), the fold reads its events
+        # there and keeps no list of its own: it folds them one by one all the
+        # same (the checker's shadow, see Session.shadow_fold).
+        self._shared = log is not None
+        self._events: list[Event | bytes | RecordBlock] = [] if log is None else log
+        self._folded = 0  # of a fold over a session's list (else len(_events))
         self.surface = Surface()
         self._header: EpochHeader | None = None
         self._messages: list[FrozenDict] = []
@@ -114,11 +122,20 @@ class LogFold:
     @property
     def events(self) -> SessionEvents:
         """The folded events, as a read-only live view (a packed event is made
-        from its record when read)."""
+        from its record when read); of a fold that reads a session's list, a
+        copy of the folded ones."""
+        if self._shared:
+            return SessionEvents(self._events[: self._folded])
         return SessionEvents(self._events)
 
     @property
-    def items(self) -> list[Event | bytes]:
+    def folded(self) -> int:
+        """How many events were folded (the seq of the next one)."""
+        # An own list may grow by records a load appends directly (Session._replay_many).
+        return self._folded if self._shared else len(self._events)
+
+    @property
+    def items(self) -> list[Event | bytes | RecordBlock]:
         """The fold's own list: each event, or a packed event's record (do not modify)."""
         return self._events
 
@@ -141,7 +158,10 @@ class LogFold:
     def apply_folded(self, event: Event, header: EpochHeader | None) -> None:
         """Fold one event whose header fold the caller computed already
         (``Session`` does while validating it)."""
-        self._events.append(event._record if type(event) is PackedEvent else event)
+        if self._shared:
+            self._folded += 1
+        else:
+            self._events.append(event._record if type(event) is PackedEvent else event)
         if event.surface_op is not None:
             self.surface.apply(event.seq, parse_surface_op(event.surface_op))
         self._header = header
@@ -158,19 +178,24 @@ class LogFold:
         messages, seqs = self._messages, self._seqs
         for seq in surface.nodes_from(self._projected):
             event = events[seq]  # a surface event: never packed
-            assert not isinstance(event, bytes)
+            assert isinstance(event, Event)
             message = derive_event_message(event)
             if message is not None:
                 messages.append(message)
                 seqs.append(seq)
         self._projected = len(surface)
 
-    def copy(self) -> LogFold:
+    def copy(self, log: list[Event | bytes | RecordBlock] | None = None) -> LogFold:
         """An independent fold at the same point, projected, sharing the frozen
-        events and messages (lists of references are copied, nothing re-derived)."""
+        events and messages (lists of references are copied, nothing re-derived).
+        Given ``log``, the list this fold's events are the start of, the copy
+        reads its events there (see ``__init__``)."""
         self._project()
-        out = LogFold()
-        out._events = self._events[:]
+        out = LogFold(log)
+        folded = self.folded
+        if log is None:
+            out._events = self._events[:folded]
+        out._folded = folded
         out.surface = self.surface.copy()
         out._header = self._header
         out._messages, out._seqs = self._messages[:], self._seqs[:]

@@ -34,13 +34,13 @@ from tapelog.log._events import (
     check_packed,
     chunk_shape_ok,
     event_from_json,
-    unpack_record,
     unpack_unchecked,
 )
 from tapelog.log._fold import History, LogFold
 from tapelog.log._fork import fork_session
 from tapelog.log._freeze import FrozenDict
 from tapelog.log._header import EpochHeader
+from tapelog.log._record_blocks import LooseRecords, RecordBlock
 from tapelog.log._rules import LogRules
 from tapelog.log._session_check import check_event, packed
 from tapelog.log._session_info import RunClaim, SessionEvents, SessionInfo, new_session_id
@@ -88,7 +88,9 @@ class Session:
         self._fold = LogFold()
         self._rules = LogRules(seed_length=seed_length)
         self._rule_breaks: RuleBreaks | None = None
-        self._events: list[Event | bytes] = self._fold.items
+        self._events: list[Event | bytes | RecordBlock] = self._fold.items
+        # The records appended live, sealed into blocks as they add up.
+        self._loose = LooseRecords(self._events)
         self._surface = self._fold.surface
         self._listeners: list[Listener] = []
         self._publishing = False
@@ -122,10 +124,7 @@ class Session:
         return len(self._events)
 
     def event(self, seq: int) -> Event:
-        item = self._events[seq]
-        if type(item) is bytes:
-            return unpack_record(seq if seq >= 0 else seq + len(self._events), item)
-        return item  # type: ignore[return-value]
+        return self._fold.events[seq]
 
     @property
     def surface(self) -> list[int]:
@@ -255,6 +254,8 @@ class Session:
             event = packed(event)
         self._appended = True
         self._commit(event, header, frozen)
+        if event.seq >= self._loose.check_at:
+            self._loose.check()
         self._publish(event)
         return event
 
@@ -369,9 +370,20 @@ class Session:
         return self._fold.history()
 
     def loaded_fold(self) -> LogFold | None:
-        """A copy of the fold while every event came from a log (replayed, none
-        appended live), else ``None``: what the checker's shadow may start from."""
+        """A copy of the fold, with its own list, while every event came from a
+        log (replayed, none appended live), else ``None`` (the checker's shadow
+        starts from :meth:`shadow_fold`, which reads the session's list instead)."""
         return None if self._appended else self._fold.copy()
+
+    def shadow_fold(self) -> LogFold:
+        """A fold for the checker's shadow: it folds this session's events on
+        its own (surface, header, projection) but reads them from the session's
+        list rather than holding a reference to each again. Started from a copy
+        of the load's fold while every event came from a log (see
+        :meth:`loaded_fold`), else from nothing."""
+        if self._appended:
+            return LogFold(self._events)
+        return self._fold.copy(self._events)
 
     # --- seeds and forks -----------------------------------------------------
 

@@ -17,6 +17,7 @@ from typing import overload
 
 from tapelog._errors import LogError
 from tapelog.log._events import RECORD_TYPES, Event, iter_events, unpack_record
+from tapelog.log._record_blocks import RecordBlock
 
 __all__ = ["RunClaim", "SessionEvents", "SessionInfo", "new_session_id", "open_turn_at"]
 
@@ -62,7 +63,7 @@ class SessionEvents(Sequence[Event]):
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: list[Event | bytes]) -> None:
+    def __init__(self, items: list[Event | bytes | RecordBlock]) -> None:
         self._items = items
 
     def __len__(self) -> int:
@@ -79,10 +80,13 @@ class SessionEvents(Sequence[Event]):
             if step == 1:
                 return list(iter_events(items[start:stop], start))
             return [_event(items, seq) for seq in range(start, stop, step)]
-        item = items[index]
-        if isinstance(item, bytes):
+        item = items[index]  # (an IndexError as a list's)
+        if type(item) is bytes:
             return unpack_record(index if index >= 0 else index + len(items), item)
-        return item
+        if type(item) is RecordBlock:
+            seq = index if index >= 0 else index + len(items)
+            return unpack_record(seq, item.record(seq))
+        return item  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[Event]:
         return iter_events(self._items)
@@ -92,12 +96,22 @@ class SessionEvents(Sequence[Event]):
         event of a packed one (a reader looking for a few types among many)."""
         items = self._items if start == 0 else self._items[start:]
         types = RECORD_TYPES
-        return (types[i[0] & 0x7F] if type(i) is bytes else i.type for i in items)  # type: ignore[union-attr]
+        for seq, item in enumerate(items, start):
+            if type(item) is bytes:
+                yield types[item[0] & 0x7F]
+            elif type(item) is RecordBlock:  # sealed (see _record_blocks)
+                yield types[item.record(seq)[0] & 0x7F]
+            else:
+                yield item.type  # type: ignore[union-attr]
 
     def type_at(self, seq: int) -> str:
         """The type of the event at ``seq`` (see :meth:`types`)."""
         item = self._items[seq]
-        return RECORD_TYPES[item[0] & 0x7F] if isinstance(item, bytes) else item.type
+        if isinstance(item, Event):
+            return item.type
+        if isinstance(item, RecordBlock):
+            item = item.record(seq if seq >= 0 else seq + len(self._items))
+        return RECORD_TYPES[item[0] & 0x7F]
 
     def __reversed__(self) -> Iterator[Event]:
         items = self._items
@@ -117,9 +131,11 @@ class SessionEvents(Sequence[Event]):
         return f"<{len(self._items)} events>"
 
 
-def _event(items: list[Event | bytes], seq: int) -> Event:
+def _event(items: list[Event | bytes | RecordBlock], seq: int) -> Event:
     item = items[seq]
-    return unpack_record(seq, item) if isinstance(item, bytes) else item
+    if type(item) is RecordBlock:
+        return unpack_record(seq, item.record(seq))
+    return unpack_record(seq, item) if type(item) is bytes else item  # type: ignore[return-value]
 
 
 class RunClaim:

@@ -11,8 +11,10 @@ never leaves anything behind.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from tapelog._errors import SurfaceError
@@ -43,19 +45,26 @@ def parse_surface_op(op: Any) -> Replace | None:
 
 
 class Surface:
-    """Surface nodes (event seqs) in order, with a position index."""
+    """Surface nodes (event seqs) in order, with a position index.
+
+    While every node was appended (the common case), the nodes are in seq
+    order and a position is found by bisection: no index entry (and no int)
+    is held per node. A replace may put its new, higher seq before older
+    nodes; from then on a dict indexes the positions.
+    """
 
     __slots__ = ("_nodes", "_pos", "replace_generation")
 
     def __init__(self) -> None:
         self._nodes: list[int] = []
-        self._pos: dict[int, int] = {}
+        self._pos: dict[int, int] | None = None  # None: nodes in seq order
         self.replace_generation = 0
 
     def copy(self) -> Surface:
         """An independent surface with the same nodes (for a fold's copy)."""
         out = Surface()
-        out._nodes, out._pos = self._nodes[:], self._pos.copy()
+        out._nodes = self._nodes[:]
+        out._pos = None if self._pos is None else self._pos.copy()
         out.replace_generation = self.replace_generation
         return out
 
@@ -74,7 +83,12 @@ class Surface:
         return self._nodes[index:]
 
     def position(self, seq: int) -> int | None:
-        return self._pos.get(seq)
+        """The index of node ``seq`` on the surface, ``None`` if it is not one."""
+        if self._pos is not None:
+            return self._pos.get(seq)
+        nodes = self._nodes
+        i = bisect_left(nodes, seq)
+        return i if i < len(nodes) and nodes[i] == seq else None
 
     def check(
         self,
@@ -86,7 +100,7 @@ class Surface:
         """Raise :class:`SurfaceError` if ``op`` cannot be applied now."""
         if op is None:
             return
-        s, e = self._pos.get(op.start), self._pos.get(op.end)
+        s, e = self.position(op.start), self.position(op.end)
         if s is None:
             raise SurfaceError(f"replace start seq {op.start} is not on the current surface")
         if e is None:
@@ -116,11 +130,19 @@ class Surface:
 
     def apply(self, seq: int, op: Replace | None) -> None:
         """Apply an op that :meth:`check` accepted."""
-        if op is None:
-            self._pos[seq] = len(self._nodes)
-            self._nodes.append(seq)
+        nodes = self._nodes
+        if op is None:  # a new event's seq is above every node: order is kept
+            if self._pos is not None:
+                self._pos[seq] = len(nodes)
+            nodes.append(seq)
             return
-        s, e = self._pos[op.start], self._pos[op.end]
-        self._nodes[s : e + 1] = [seq]
-        self._pos = {n: i for i, n in enumerate(self._nodes)}
+        s, e = self.position(op.start), self.position(op.end)
+        assert s is not None  # check() said so
+        assert e is not None
+        # Replacing the last nodes of an ordered surface keeps it ordered.
+        ordered = self._pos is None and e == len(nodes) - 1
+        nodes[s : e + 1] = [seq]
+        if not ordered:
+            ordered = all(a < b for a, b in pairwise(nodes))
+        self._pos = None if ordered else {n: i for i, n in enumerate(nodes)}
         self.replace_generation += 1

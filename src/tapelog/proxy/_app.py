@@ -1,4 +1,5 @@
-"""The proxy server: a Starlette app between clients and one upstream.
+"""The proxy server: an ASGI app between clients and one upstream (its model
+routes found by ``_asgi.ModelRoutes``, the rest routed by Starlette).
 
 Routes: ``POST /v1/chat/completions`` and ``/chat/completions`` (OpenAI chat
 completions), ``POST /v1/messages`` (Anthropic Messages), ``POST /v1/responses``
@@ -34,6 +35,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from tapelog._errors import (
     InvalidSessionIdError,
@@ -47,12 +49,13 @@ from tapelog.llm._api import logged_target, sized_content, wire_for
 from tapelog.log import secret_scope
 from tapelog.log._api import EpochHeader, encode_trusted, paused_gc
 from tapelog.proxy._answers import AnthropicAnswer, OpenAIAnswer, error_body
-from tapelog.proxy._body_prefix import BodyPrefixes
+from tapelog.proxy._asgi import ModelRoutes
+from tapelog.proxy._body_prefix import FamilyPrefixes
 from tapelog.proxy._exchange import Compared, Exchange, Plan, plan_messages, unanswered_calls
 from tapelog.proxy._guard import MAX_BODY_DEPTH, RequestGuard, nested_too_deeply
 from tapelog.proxy._identity import Agent, Who, client_signal
 from tapelog.proxy._index import SessionIndex
-from tapelog.proxy._relay import Relay, RelayResponse, error_of, passed_headers
+from tapelog.proxy._relay import ClosingResponse, Relay, RelayResponse, error_of, passed_headers
 from tapelog.proxy._responses_in import continuing
 from tapelog.proxy._responses_out import ResponsesAnswer, previous_response
 from tapelog.proxy._routing import DEFAULT_LOCK_WAIT, Assigned, Router
@@ -128,7 +131,7 @@ class Proxy:
         # Long reads: a reasoning model can think for minutes before the next event.
         self.http = http_client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0))
         self.translator = Translator(upstream)
-        self.prefixes = BodyPrefixes()
+        self.prefixes = FamilyPrefixes()
         self.index = SessionIndex()
         self.sessions = Sessions(store, self.index, check=check_enabled(check), max_open=max_open)
         self.router = Router(self.sessions, lock_wait=lock_wait)
@@ -155,7 +158,10 @@ class Proxy:
             allow_headers=["*"],
         )
         middleware = [cors] if self.guard.allowed_origins else []
-        self.app = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
+        routed = Starlette(routes=routes, middleware=middleware, lifespan=self._lifespan)
+        self.app: ASGIApp = routed
+        if not middleware:  # the model routes without Starlette's routing (``_asgi``)
+            self.app = ModelRoutes(_ROUTES, self._endpoint_call, routed)
 
     async def start(self) -> int:
         """Read the store's conversation index (once; later calls wait for the
@@ -216,11 +222,14 @@ class Proxy:
 
     def _endpoint(self, family: Family) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            # The client's key is its request's secret before anything of it is logged.
-            with secret_scope(client_secrets(request.headers)):
-                return await self._handle(request, family)
+            return await self._endpoint_call(request, family)
 
         return endpoint
+
+    async def _endpoint_call(self, request: Request, family: Family) -> Response:
+        # The client's key is its request's secret before anything of it is logged.
+        with secret_scope(client_secrets(request.headers)):
+            return await self._handle(request, family)
 
     def _report(self, summary: RequestSummary) -> None:
         if self.on_request is not None:
@@ -266,7 +275,7 @@ class Proxy:
         (``_body_prefix``)."""
         with paused_gc():
             try:
-                decoded = self.prefixes.decode(raw)  # only what is new, when it extends
+                decoded = self.prefixes.of(family).decode(raw)  # only what is new, if it extends
             except JsonValueError as exc:
                 raise ProxyError(f"the request body is {exc.problem}") from None
             body = decoded.body
@@ -280,7 +289,7 @@ class Proxy:
             headers, query = (
                 (request.headers, request.url.query) if request is not None else ({}, "")
             )
-            parsed = self.translator.parse(family, body, headers, query)
+            parsed = self.translator.parse(family, body, headers, query, decoded.extends)
             messages = self.translator.messages(parsed, extends=decoded.extends)
             problem = unanswered_calls(
                 messages.neutral,
@@ -290,7 +299,7 @@ class Proxy:
             if problem is not None:
                 raise ProxyError(problem)
             self.translator.remember(messages)
-            self.prefixes.remember(raw, decoded, messages)
+            self.prefixes.of(family).remember(raw, decoded, messages)
             header = self.translator.header(parsed, messages.rules, None)
             self.translator.check_header(parsed, header)
             return parsed, messages, header
@@ -379,7 +388,8 @@ class Proxy:
     ) -> Response:
         state = assigned.state
         exchange = Exchange(state, header)
-        exchange.changes = self._changes(assigned, plan, messages, parsed.offset)
+        changed = None if plan.changed is None else messages.where(plan.changed, parsed.offset)
+        exchange.changes = assigned.changes(changed)
         if assigned.how == "explicit" and "previous_response_id" in parsed.extras:
             await self.sessions.refresh()  # a named session skips the router's refresh
         previous = previous_response(parsed.extras, self.index)
@@ -387,10 +397,10 @@ class Proxy:
             exchange.notes["previous_response"] = previous[0]
             exchange.changes.append(previous[1])
         try:
-            _, body = exchange.log_request(
-                plan, messages.neutral, wire_for(header.config), state.cache
-            )
-            await asyncio.to_thread(state.writer.flush)
+            exchange.log_request(plan, messages.neutral)
+            store = self.sessions.store
+            aside = store.quick_io and store.syncs_later
+            body = await exchange.durable_body(wire_for(header.config), sync_aside=aside)
         except Exception as exc:
             if exchange.boundary is not None:
                 exchange.finish(error=error_of(exc, self.upstream.provider), sent=False)
@@ -442,17 +452,24 @@ class Proxy:
         if parsed.stream:
             head = {**passed_headers(response.headers), **_named(state.id)}
             return RelayResponse(relay, status_code=response.status_code, headers=head)
-        async for _ in relay.pieces():
-            pass
+        try:
+            async for _ in relay.pieces():
+                pass
+        except BaseException:
+            await relay.close()
+            raise
+        named = _named(state.id)  # the turn's end goes on once the answer is sent:
         if relay.error is not None or answer is None:
             message = relay.error["message"] if relay.error else "no answer"
-            said = f"{self.upstream.provider}: {message}"
-            return self._fail(parsed.family, 502, said, state.id)
+            failed = error_body(parsed.family, 502, f"{self.upstream.provider}: {message}")
+            return ClosingResponse(
+                relay, failed, status_code=502, media_type="application/json", headers=named
+            )
         head = {
             k: v for k, v in passed_headers(response.headers).items() if k.lower() != "content-type"
         }
-        head.update(_named(state.id))
-        return Response(answer.body(), media_type="application/json", headers=head)
+        head.update(named)
+        return ClosingResponse(relay, answer.body(), media_type="application/json", headers=head)
 
     def _fail(
         self, family: Family, status: int, message: str, session: str | None = None
@@ -461,22 +478,6 @@ class Proxy:
         return Response(
             body, status_code=status, media_type="application/json", headers=_named(session)
         )
-
-    def _changes(
-        self, assigned: Assigned, plan: Plan, messages: Messages, offset: int
-    ) -> list[str]:
-        changes: list[str] = []
-        if assigned.how == "new":
-            changes.append("new session")
-        elif assigned.how == "fork":
-            changes.append(f"forked from {assigned.parent}")
-        elif assigned.how == "branch":
-            changes.append(f"branched from {assigned.parent}: {assigned.why}")
-        elif assigned.how == "retry":
-            changes.append("the last request again: its earlier answer replaced")
-        if plan.changed is not None and assigned.how != "retry":
-            changes.append(f"client changed {messages.where(plan.changed, offset)}")
-        return changes
 
 
 def _answer(family: Family) -> AnthropicAnswer | OpenAIAnswer | ResponsesAnswer:

@@ -33,7 +33,7 @@ from typing import Any, Final
 from tapelog._errors import JsonValueError
 from tapelog.log import decode
 
-__all__ = ["BodyPrefixes", "Decoded"]
+__all__ = ["BodyPrefixes", "Decoded", "FamilyPrefixes"]
 
 _KEPT = 4
 """How many recent bodies are kept (one per conversation a client runs at
@@ -78,11 +78,25 @@ class Decoded:
     """The kept body this one extends (it replaces that one when remembered)."""
 
 
-class BodyPrefixes:
-    """The recent bodies a new body may extend (see the module docstring)."""
+class FamilyPrefixes:
+    """The recent bodies of each client API: the growing list is ``messages``,
+    or ``input`` on the Responses API."""
 
     def __init__(self, kept: int = _KEPT) -> None:
+        self._lists = {"messages": BodyPrefixes(kept), "input": BodyPrefixes(kept, "input")}
+
+    def of(self, family: str) -> BodyPrefixes:
+        """The bodies of a client API (``openai``, ``anthropic``, ``responses``)."""
+        return self._lists["input" if family == "responses" else "messages"]
+
+
+class BodyPrefixes:
+    """The recent bodies a new body may extend (see the module docstring);
+    ``key``: the top-level list that grows (``input`` on the Responses API)."""
+
+    def __init__(self, kept: int = _KEPT, key: str = _MESSAGES) -> None:
         self._kept = kept
+        self.key = key
         self._bodies: list[_Body] = []  # newest last
 
     def decode(self, raw: bytes) -> Decoded:
@@ -96,11 +110,11 @@ class BodyPrefixes:
             ):
                 best = kept
         if best is not None:
-            found = _extend(raw, best)
+            found = _extend(raw, best, self.key)
             if found is not None:
                 return found
         body = decode(raw)
-        end = _messages_end(raw) if isinstance(body, dict) else None
+        end = _messages_end(raw, self.key) if isinstance(body, dict) else None
         return Decoded(body, body, end)
 
     def remember(self, raw: bytes, decoded: Decoded, note: Any = None) -> None:
@@ -109,12 +123,12 @@ class BodyPrefixes:
         body, end = decoded.body, decoded.end
         if end is None or not isinstance(body, dict):
             return
-        messages = body.get(_MESSAGES)
+        messages = body.get(self.key)
         if not isinstance(messages, list) or not messages:
             return
         head: dict[str, Any] = {}
         for key, value in body.items():
-            if key == _MESSAGES:
+            if key == self.key:
                 break
             head[key] = value
         bodies = self._bodies
@@ -125,8 +139,9 @@ class BodyPrefixes:
             del bodies[0]
 
 
-def _extend(raw: bytes, kept: _Body) -> Decoded | None:
-    """``raw`` decoded as ``kept`` followed by its new bytes; ``None``: not sure."""
+def _extend(raw: bytes, kept: _Body, key: str) -> Decoded | None:
+    """``raw`` decoded as ``kept`` followed by its new bytes (of its list ``key``);
+    ``None``: not sure."""
     start = kept.end
     close = _closing(raw, start)
     if close is None:
@@ -147,13 +162,13 @@ def _extend(raw: bytes, kept: _Body) -> Decoded | None:
             return None
     except JsonValueError:
         return None
-    if not isinstance(rest, dict) or _MESSAGES in rest or any(k in kept.head for k in rest):
+    if not isinstance(rest, dict) or key in rest or any(k in kept.head for k in rest):
         return None
     added = new[1:]
     body = dict(kept.head)
-    body[_MESSAGES] = kept.messages + added
+    body[key] = kept.messages + added
     body.update(rest)
-    return Decoded(body, {_MESSAGES: added, **rest}, _back(raw, close), kept.note, kept)
+    return Decoded(body, {key: added, **rest}, _back(raw, close), kept.note, kept)
 
 
 def _closing(raw: bytes, start: int) -> int | None:
@@ -172,9 +187,9 @@ def _closing(raw: bytes, start: int) -> int | None:
     return None
 
 
-def _messages_end(raw: bytes) -> int | None:
-    """Where the last message of the top-level ``messages`` list ends (``None``:
-    no such list, or a top-level key given twice: the shortcut is not sure)."""
+def _messages_end(raw: bytes, name: str = _MESSAGES) -> int | None:
+    """Where the last item of the top-level list ``name`` ends (``None``: no
+    such list, or a top-level key given twice: the shortcut is not sure)."""
     depth = 0
     last_end, last_char = 0, 0
     keys: set[str] = set()
@@ -191,7 +206,7 @@ def _messages_end(raw: bytes) -> int | None:
                     if key in keys or state == _KEY:
                         return None  # given twice, or the list's value is no list
                     keys.add(key)
-                    if key == _MESSAGES:
+                    if key == name:
                         state = _KEY
                 elif state == _KEY:
                     return None

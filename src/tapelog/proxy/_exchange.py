@@ -32,6 +32,9 @@ the last such message at or before the first change.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -177,6 +180,7 @@ class Exchange:
         self.message: Event | None = None
         self.header_event: Event | None = None
         self.boundary: Event | None = None
+        self._nodes: History | None = None
         self.closed = False
         self.started = False
         self.before = state.session.header
@@ -191,14 +195,9 @@ class Exchange:
 
     # --- before the send ------------------------------------------------------
 
-    def log_request(
-        self, plan: Plan, client: Sequence[FrozenDict], wire: WireFormat, cache: BodyCache
-    ) -> tuple[LlmRequest, WireBody]:
+    def log_request(self, plan: Plan, client: Sequence[FrozenDict]) -> None:
         """Log the turn's start, the client's messages, ``step/start`` and the
-        header; the request rebuilt at that boundary and its body, as the loop
-        has it: the wire's parts (``cache``: the session's, so only new messages
-        are encoded), checked by the session's checker (which compares only the
-        parts it has not verified before), never joined on the way."""
+        header (what :meth:`request_body` rebuilds the request from)."""
         state = self.state
         session = state.session
         state.turn = self.turn
@@ -213,20 +212,54 @@ class Exchange:
             if plan.replace_seq is not None and i == plan.start:
                 op = {"op": "replace", "start": plan.replace_seq, "end": session.surface[-1]}
             self._log_message(client[i], op)
-        nodes = session.history()
+        self._nodes = session.history()
         self.boundary = session.append("step/start", {"turn": self.turn, "step": STEP})
         # Offered -> logged -> folded -> sent: the upstream gets the header as the
         # session's fold returns it, never the value offered to the log.
         self.header_event = state.recorder.record(self.header)
+
+    def request_body(self, wire: WireFormat, cache: BodyCache) -> tuple[LlmRequest, WireBody]:
+        """The request rebuilt from the log at the boundary :meth:`log_request`
+        logged, and its body as the loop has it: the wire's parts (``cache``:
+        the session's, so only new messages are encoded), checked by the
+        session's checker (which compares only the parts it has not verified
+        before), never joined on the way."""
+        state = self.state
+        session = state.session
         header = session.header
-        assert header is not None, "the recorder has just logged a header"
+        nodes, boundary = self._nodes, self.boundary
+        assert header is not None, "the recorder has logged a header"
+        assert nodes is not None, "log_request comes first"
+        assert boundary is not None, "log_request comes first"
         request = build_request(
-            header=header, nodes=nodes, session_id=session.id, boundary_seq=self.boundary.seq
+            header=header, nodes=nodes, session_id=session.id, boundary_seq=boundary.seq
         )
         body = encode_wire_body(wire, request, cache=cache)
         if state.checker is not None:
             state.checker.check(request, body)
         return request, body
+
+    async def durable_body(self, wire: WireFormat, *, sync_aside: bool) -> WireBody:
+        """:meth:`request_body`, returned once the events :meth:`log_request`
+        logged are durable. ``sync_aside`` (a store of local files whose write
+        and sync are separate steps): they are written at once and synced in a
+        thread while the body is rebuilt and checked in the event loop (one
+        write, one sync, whose wait that work shares); otherwise the one flush
+        comes after the body, in a thread."""
+        writer = self.state.writer
+        if not sync_aside:
+            _, body = self.request_body(wire, self.state.cache)
+            await asyncio.to_thread(writer.flush)
+            return body
+        writer.flush(sync=False)
+        # In the thread now, not at the next await: the sync starts before the work.
+        in_context = functools.partial(contextvars.copy_context().run, writer.sync)
+        syncing = asyncio.get_running_loop().run_in_executor(None, in_context)
+        try:
+            _, body = self.request_body(wire, self.state.cache)
+        finally:
+            await syncing  # also before a refused body's turn end writes again
+        return body
 
     def _close_call(self, call_id: str, call_seq: int | None) -> None:
         """Answer a call the client dropped before the replace shadows it (a log

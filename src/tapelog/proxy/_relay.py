@@ -18,14 +18,15 @@ than return the partial answer as if it were whole.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
 from httpx_sse import ServerSentEvent
-from starlette.responses import StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
 
 from tapelog._errors import ProviderError
 from tapelog.llm._api import (
@@ -42,7 +43,7 @@ from tapelog.proxy._responses_out import note_response_id, responses_error_event
 from tapelog.proxy._types import Family
 from tapelog.proxy._upstream import SseDecoder
 
-__all__ = ["Relay", "RelayResponse"]
+__all__ = ["ClosingResponse", "Relay", "RelayResponse"]
 
 _EXCERPT = 300
 _HOP = frozenset(
@@ -111,7 +112,7 @@ class Relay:
         family: Family,
         provider: str,
         answer: _Answer | None,
-        done: Callable[[Exchange, bool, int], Awaitable[None]],
+        done: Callable[[Exchange, bool, int, asyncio.Future[None]], Awaitable[None]],
     ) -> None:
         self.response = response
         self.exchange = exchange
@@ -135,6 +136,9 @@ class Relay:
         self.told = False
         self.completed = False
         self.finished = False
+        self.answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Done once the client has the answer's end (:meth:`close`): the turn's
+        sync and release wait for it, so they never delay that end."""
 
     def _read(self, events: list[ServerSentEvent]) -> None:
         for event in events:
@@ -198,8 +202,6 @@ class Relay:
                 )
         finally:
             await self.finish()
-            with contextlib.suppress(Exception):
-                await self.response.aclose()
         if self.error is not None and self.answer is None and not self.told:
             # The client has a 200 and part of an answer: only an error event in
             # its API's own shape makes its SDK raise instead of returning the part.
@@ -232,23 +234,92 @@ class Relay:
             self.exchange.finish(aborted="client-disconnected")
         # A streaming client already has its 200; a JSON client gets a 502 for an error.
         status = 502 if self.error is not None and self.answer is not None else 200
-        await self._done(self.exchange, aborted, status)
+        await self._done(self.exchange, aborted, status, self.answered)
+
+    async def close(self) -> None:
+        """After the client has the answer's end (or is gone): let the turn's
+        end go on and close the upstream's response. Every user of
+        :meth:`pieces` calls it, however the answer ended."""
+        if not self.answered.done():
+            self.answered.set_result(None)
+        with contextlib.suppress(Exception):
+            await self.response.aclose()
 
 
-class RelayResponse(StreamingResponse):
-    """A streamed answer whose relay is finished however the response ends
-    (also when the client leaves before the first byte)."""
+class RelayResponse(Response):
+    """A streamed answer, as a plain ASGI response: the upstream's pieces as
+    they arrive, the end of the message as soon as the upstream's ends, and
+    only then the turn's remaining bookkeeping (:meth:`Relay.close`). The relay
+    is finished however the response ends, also when the client leaves before
+    the first byte: a client that disconnects stops the relay (its turn logged
+    as aborted)."""
 
     def __init__(self, relay: Relay, *, status_code: int, headers: dict[str, str]) -> None:
-        super().__init__(relay.pieces(), status_code=status_code, headers=headers)
         self.relay = relay
+        self.status_code = status_code
+        self.media_type = None
+        self.background = None
+        self.init_headers(headers)
         self.secrets = scoped_secrets()  # the request's, in force again while streaming
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with secret_scope(self.secrets):
             try:
-                await super().__call__(scope, receive, send)
+                await until_disconnect(self._stream(send), receive)
             finally:
                 await self.relay.finish()
-                with contextlib.suppress(Exception):
-                    await self.relay.response.aclose()
+                await self.relay.close()
+
+    async def _stream(self, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code}
+        await send({**start, "headers": self.raw_headers})
+        async for data in self.relay.pieces():
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class ClosingResponse(Response):
+    """A whole answer built from a relay (a client that did not ask for a
+    stream), whose relay is closed once it has been sent, however sending ends."""
+
+    def __init__(self, relay: Relay, content: bytes, **options: Any) -> None:
+        super().__init__(content, **options)
+        self.relay = relay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.relay.close()
+
+
+async def until_disconnect(work: Awaitable[None], receive: Receive) -> None:
+    """Run ``work`` (sending a response) in this task, cancelled if the client
+    disconnects before it is done; a disconnect is no error. One watching
+    task per response (what Starlette's streamed response does with a task
+    group, at a fraction of the cost)."""
+    task = asyncio.current_task()
+    assert task is not None
+    state = {"done": False, "left": False}
+
+    async def watch() -> None:
+        while True:
+            try:
+                message: Message = await receive()
+            except Exception:  # the server's to report; the response goes on
+                return
+            if message["type"] == "http.disconnect":
+                if not state["done"]:
+                    state["left"] = True
+                    task.cancel()
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await work
+    except asyncio.CancelledError:
+        if not state["left"] or task.uncancel():
+            raise  # cancelled from outside as well: not only the client's leaving
+    finally:
+        state["done"] = True
+        watcher.cancel()

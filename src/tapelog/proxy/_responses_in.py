@@ -34,7 +34,7 @@ absent).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from tapelog._errors import EventError, JsonValueError, ProxyError
@@ -44,8 +44,10 @@ from tapelog.proxy._keys import loose_key
 from tapelog.proxy._types import EVERY_RULE, ClientRequest, Translated
 
 __all__ = [
+    "Grouped",
     "continuing",
     "group_items",
+    "grow_groups",
     "parse_responses",
     "responses_top",
     "translate_responses",
@@ -101,13 +103,37 @@ def input_list(body: Mapping[str, Any]) -> list[Any]:
     return value
 
 
-def group_items(items: Sequence[Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """The first ``items`` input items of a body as groups (:func:`group_items`),
+    with what grouping more items after them must know: the ids of their bare
+    function calls (``calls``), the call ids of their function call outputs
+    that are not tool results (``loose``: their call is not in the input), and
+    whether the last group is a run of output items (``open_run``: a next
+    output item joins it). ``grown``: these groups were made from an earlier
+    body's by grouping only the new items (:func:`grow_groups`)."""
+
+    groups: list[dict[str, Any]]
+    items: int
+    calls: frozenset[str]
+    loose: frozenset[str]
+    open_run: bool
+    grown: bool = False
+
+
+def group_items(
+    items: Sequence[Any], *, start: int = 0, calls: frozenset[str] | None = None
+) -> list[dict[str, Any]]:
     """The items as the proxy's client messages: runs of output items are one
     ``assistant`` group, a function call output a ``tool`` group (``natural``:
-    its call is a tool call in the log), any other item a ``user`` group."""
-    calls = {i["call_id"] for i in items if _bare_call(i)}
+    its call is a tool call in the log), any other item a ``user`` group.
+    ``items`` are the input's items from ``start`` on (the groups' ``at`` and
+    ``end`` count from the input's first), and ``calls`` the ids of every bare
+    function call of the input (default: those among ``items``)."""
+    if calls is None:
+        calls = frozenset(i["call_id"] for i in items if _bare_call(i))
     groups: list[dict[str, Any]] = []
-    for at, item in enumerate(items):
+    for at, item in enumerate(items, start):
         if _is_output(item):
             last = groups[-1] if groups else None
             if last is not None and last["role"] == "assistant" and last["end"] == at:
@@ -123,6 +149,44 @@ def group_items(items: Sequence[Any]) -> list[dict[str, Any]]:
         else:
             groups.append({"role": "user", "at": at, "end": at + 1, "items": [item]})
     return groups
+
+
+def _grouped(groups: list[dict[str, Any]]) -> tuple[frozenset[str], bool]:
+    """``loose`` and ``open_run`` of ``groups`` (:class:`Grouped`): the call
+    ids of its tool groups that are not natural, and whether it ends with an
+    output run."""
+    loose = frozenset(
+        str(g["items"][0].get("call_id"))
+        for g in groups
+        if g["role"] == "tool" and not g["natural"]
+    )
+    return loose, bool(groups) and groups[-1]["role"] == "assistant"
+
+
+def grow_groups(items: Sequence[Any], known: Grouped | None) -> Grouped:
+    """The groups of ``items``. When ``known`` grouped their first
+    ``known.items`` items (the same objects: an extension of its body,
+    ``_body_prefix``), only the items after those are grouped, unless that
+    could change a known group: a first new item that is an output item
+    joining a known run, or a new bare function call whose id a known
+    function call output names (it would become a tool result). Then, as
+    without ``known``, every item is grouped."""
+    if known is not None and 0 < known.items <= len(items):
+        new = items[known.items :]
+        added = frozenset(i["call_id"] for i in new if _bare_call(i))
+        joins = known.open_run and bool(new) and _is_output(new[0])
+        if not joins and not added & known.loose:
+            calls = known.calls | added
+            more = group_items(new, start=known.items, calls=calls)
+            loose, open_run = _grouped(more)
+            if not more:
+                open_run = known.open_run
+            groups = [*known.groups, *more]
+            return Grouped(groups, len(items), calls, known.loose | loose, open_run, grown=True)
+    calls = frozenset(i["call_id"] for i in items if _bare_call(i))
+    groups = group_items(items, calls=calls)
+    loose, open_run = _grouped(groups)
+    return Grouped(groups, len(items), calls, loose, open_run)
 
 
 def _tools(tools: Any) -> tuple[FrozenDict, ...]:
@@ -146,8 +210,9 @@ def _tools(tools: Any) -> tuple[FrozenDict, ...]:
     return tuple(out)
 
 
-def parse_responses(body: Mapping[str, Any]) -> ClientRequest:
-    """The header part and the items (as groups) of a Responses body."""
+def parse_responses(body: Mapping[str, Any], known: Grouped | None = None) -> ClientRequest:
+    """The header part and the items (as groups) of a Responses body; ``known``:
+    the grouping of an earlier body this one extends (:func:`grow_groups`)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _refuse("model must be a non-empty string")
@@ -160,6 +225,7 @@ def parse_responses(body: Mapping[str, Any]) -> ClientRequest:
         tools = _tools(body.get("tools"))
     except JsonValueError as exc:
         raise _refuse(str(exc)) from None
+    grouped = grow_groups(input_list(body), known)
     return ClientRequest(
         family="responses",
         model=model,
@@ -167,7 +233,8 @@ def parse_responses(body: Mapping[str, Any]) -> ClientRequest:
         tools=tools,
         options=options,
         extras=extras,
-        messages=group_items(input_list(body)),
+        messages=grouped.groups,
+        grouped=grouped,
         offset=0,
         stream=body.get("stream") is True,
         body=body,

@@ -59,6 +59,22 @@ class Assigned:
     ) -> None:
         self.state, self.how, self.parent, self.why = state, how, parent, why
 
+    def changes(self, changed: str | None) -> list[str]:
+        """What the summary says of where the request went; ``changed``: the
+        first client message that differed from the log, if one did."""
+        changes: list[str] = []
+        if self.how == "new":
+            changes.append("new session")
+        elif self.how == "fork":
+            changes.append(f"forked from {self.parent}")
+        elif self.how == "branch":
+            changes.append(f"branched from {self.parent}: {self.why}")
+        elif self.how == "retry":
+            changes.append("the last request again: its earlier answer replaced")
+        if changed is not None and self.how != "retry":
+            changes.append(f"client changed {changed}")
+        return changes
+
 
 class Router:
     """Assigns requests to sessions (see the module docstring)."""

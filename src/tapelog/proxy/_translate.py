@@ -112,6 +112,9 @@ class Messages:
     label: str = "messages"
     """What the client calls its list (``input`` on the Responses API, whose
     ``origin`` numbers input items, not the proxy's groups of them)."""
+    grouped: Any = None
+    """The Responses API: the request's grouping of its input items, which a
+    request extending this one grows (``ClientRequest.grouped``)."""
 
     @property
     def encoded(self) -> bytes:
@@ -189,11 +192,14 @@ class Translator:
         body: Mapping[str, Any],
         headers: Mapping[str, str] | None = None,
         query: str = "",
+        extends: Messages | None = None,
     ) -> ClientRequest:
         """The header part and raw messages of a client body of ``family``
-        (``headers``, ``query``: the client's request headers and query string)."""
+        (``headers``, ``query``: the client's request headers and query string;
+        ``extends``: the messages of an earlier request this body extends, as
+        for :meth:`messages`, whose grouping of Responses input items is grown)."""
         if family == "responses":
-            return parse_responses(body)
+            return parse_responses(body, extends.grouped if extends is not None else None)
         if family == "anthropic":
             return parse_anthropic(body, headers, query)
         return parse_openai(body)
@@ -243,6 +249,8 @@ class Translator:
         (``_body_prefix``); then only the new messages are encoded.
         """
         raw = request.messages
+        if request.family == "responses" and not (request.grouped and request.grouped.grown):
+            extends = None  # the groups were made again: the earlier ones may have changed
         known = extends if extends is not None and 0 < extends.count <= len(raw) else None
         if known is not None:
             listed = _grown(known.listed, encode_trusted(raw[known.count :]))
@@ -319,6 +327,7 @@ class Translator:
             known=checked,
             listed=listed,
             count=len(raw),
+            grouped=request.grouped,
         )
 
     def header(

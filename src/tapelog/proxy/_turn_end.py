@@ -63,12 +63,19 @@ class TurnEnd:
         self._watches: dict[str, CacheWatch] = {}
         self._max_watches = max_watches
 
-    async def done(self, exchange: Exchange, aborted: bool, status: int = 200) -> None:
+    async def done(
+        self,
+        exchange: Exchange,
+        aborted: bool,
+        status: int = 200,
+        answered: asyncio.Future[None] | None = None,
+    ) -> None:
         """A turn ended: report it and write it; then (off the client's wait, see
         the module docstring) make it durable, record its point in the store's
         index and release the session (its writer closed: any replica may take
         the next request). The client gets the answer's end only after the
-        write.
+        write; ``answered``: done once the client has it, and the rest waits
+        for that (so its work never delays the end the client waits for).
 
         A turn the client left (``aborted``) is closed at once, without an
         await a second cancellation could cut short. A cancelled wait (the
@@ -97,13 +104,17 @@ class TurnEnd:
             await asyncio.shield(self.sessions.quick(flush))
         finally:
             self.report(summary)
-            self.sessions.closing(asyncio.ensure_future(self._close_later(state)))
+            self.sessions.closing(asyncio.ensure_future(self._close_later(state, answered)))
 
-    async def _close_later(self, state: SessionState) -> None:
+    async def _close_later(
+        self, state: SessionState, answered: asyncio.Future[None] | None
+    ) -> None:
         """The rest of :meth:`done`, after the answer's end reached the client. A
         failed flush keeps the session open, its events buffered for the next
         request (the console says so: the client has its answer)."""
         try:
+            if answered is not None:
+                await answered
             point = self.sessions.point_of(state)
             await asyncio.to_thread(self._release, state, point)
         except Exception as exc:

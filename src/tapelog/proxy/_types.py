@@ -81,6 +81,9 @@ class ClientRequest:
     wire: Mapping[str, Any] = field(default_factory=dict)
     """Wire options the client's request fixes (``config.wire``: its cache
     markers, its query string)."""
+    grouped: Any = None
+    """A Responses body's grouping of its items (``_responses_in.Grouped``),
+    which a body extending this one grows (``None`` on the other APIs)."""
 
 
 NOT_A_MESSAGE = "messages: each message must be an object with a string role"
