@@ -18,6 +18,7 @@ again when no chain is kept: docs/format.md, "Cache audit checkpoint").
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -90,12 +91,13 @@ class AuditState:
         """The state with every prefix key written once, in a shared key table
         (docs/format.md, "Cache audit checkpoint"): the cache, the prefixes
         seen and the last chain hold mostly the same keys."""
-        table = KeyTable()
+        chain = self.chain
+        chained = () if chain is None else chain["keys"]
+        table = KeyTable(*self.stores.values(), *self.seen.values(), chained)
         stores = {rule: table.runs(table.indexes(keys)) for rule, keys in self.stores.items()}
         seen = {rule: table.runs(sorted(table.indexes(keys))) for rule, keys in self.seen.items()}
-        chain = self.chain
         if chain is not None:
-            chain = {**chain, "keys": table.runs(table.indexes(chain["keys"]))}
+            chain = {**chain, "keys": table.runs(table.indexes(chained))}
         return {
             "requests": self.requests,
             "keys": table.text(),
@@ -133,28 +135,33 @@ class KeyTable:
     (a simulated cache holds its keys in table order, so its list is one run).
     """
 
-    def __init__(self) -> None:
-        self._index: dict[str, int] = {}
+    def __init__(self, *key_lists: Iterable[str]) -> None:
+        """The table of every key of ``key_lists``, in the order first met."""
+        self._keys = list(dict.fromkeys(itertools.chain.from_iterable(key_lists)))
+        self._index = {key: i for i, key in enumerate(self._keys)}
 
     def indexes(self, keys: Iterable[str]) -> list[int]:
-        """The position of each key, adding the ones not in the table yet."""
-        index = self._index
-        return [index.setdefault(key, len(index)) for key in keys]
+        """The position of each key (each one of the table's)."""
+        return list(map(self._index.__getitem__, keys))
 
     @staticmethod
     def runs(indexes: Iterable[int]) -> list[list[int]]:
         """Positions as ``[first, count]`` runs, in order."""
         out: list[list[int]] = []
+        first = previous = -2
         for i in indexes:
-            if out and out[-1][0] + out[-1][1] == i:
-                out[-1][1] += 1
-            else:
-                out.append([i, 1])
+            if i != previous + 1:
+                if previous >= 0:
+                    out.append([first, previous - first + 1])
+                first = i
+            previous = i
+        if previous >= 0:
+            out.append([first, previous - first + 1])
         return out
 
     def text(self) -> str:
         """The table: the digests in position order, as one base64 string."""
-        raw = b"".join(bytes.fromhex(key) for key in self._index)
+        raw = b"".join(map(bytes.fromhex, self._keys))
         return base64.b64encode(raw).decode("ascii")
 
     @staticmethod

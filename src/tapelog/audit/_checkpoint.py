@@ -52,7 +52,7 @@ from tapelog.audit._cache_report import (
 )
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.log import decode, encode
-from tapelog.log._api import Session, encode_trusted
+from tapelog.log._api import Session, encode_trusted, paused_gc
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
@@ -195,6 +195,19 @@ def checkpoint_blob(
 
     Three lines: what it covers with each section's SHA-256, the rows, the
     warnings and the body digests, the state (read only to resume: the largest part)."""
+    with paused_gc():  # many small containers made and dropped beside a loaded log
+        return _blob(data, read_as, events, report, warnings, state, bodies)
+
+
+def _blob(
+    data: bytes,
+    read_as: str,
+    events: int,
+    report: CacheReport,
+    warnings: Sequence[str],
+    state: AuditState,
+    bodies: Mapping[int, BodyDigest],
+) -> bytes:
     # The rows and the state are the audit's own values (log data, ints and
     # strings): encoded without the validating walk, the same bytes.
     rows = encode_trusted(
