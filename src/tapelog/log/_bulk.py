@@ -1,0 +1,142 @@
+"""Replaying a batch of decoded log lines in one pass: the load's fast path.
+
+A load's per-event cost is Python work: an envelope check, a record, a payload
+check, the structural rules and the fold, each a call or more per event. This
+does the same for a batch of lines a store has already decoded and proved
+canonical in bulk (``store/_jsonl_bulk.py``), in one loop per batch:
+
+* an ``assistant/chunk`` (over half of a log's events) in its common shape,
+  inside the open step, is checked inline and kept as its record, with no
+  object and no call per chunk (the open step is read once per run of chunks:
+  :meth:`LogRules.chunk_gate`);
+* a ``turn/*`` or ``step/*`` marker is checked by the same payload check
+  and rules as ``Session._replay`` runs, and kept as its record, with no event
+  object either;
+* a message appended to the surface is frozen, checked and folded as
+  ``check_event`` and ``Session._commit`` would, without their general steps
+  (a replace's surface check, a header fold);
+* every other event is made as the per-line path makes it
+  (:func:`pack_record` / :func:`event_from_line`) and replayed through
+  ``Session._replay``: the same checks, the same code.
+
+It never judges on its own what the per-line path would refuse: anything off
+the fast path that the full replay would refuse makes it answer ``None``, and
+the store then reads the log line by line, which names the problem. So a log
+that loads here loads the same way there, into the same session.
+"""
+
+from __future__ import annotations
+
+from struct import error as StructError
+from typing import Any, Final
+
+from tapelog._errors import JsonValueError, LogError
+from tapelog.log._events import (
+    _HEAD,
+    _KIND_CODES,
+    _TYPE_CODES,
+    EVENT_TYPES,
+    SURFACE_TYPES,
+    Event,
+    _kind_code,
+    check_payload,
+    event_from_line,
+    pack_record,
+    unpack_unchecked,
+)
+from tapelog.log._freeze import freeze_decoded
+from tapelog.log._session import Session
+
+__all__ = ["replay_decoded"]
+
+_ENVELOPE: Final = ("seq", "time", "type", "data")
+_APPENDED: Final = (*_ENVELOPE, "surface_op")
+_CHUNK: Final = "assistant/chunk"
+_CHUNK_CODE: Final = _TYPE_CODES[_CHUNK]
+_DATA: Final = b',"data":'
+_DIGEST: Final = "log/digest"
+_MARKERS: Final = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+
+
+def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> list[int] | None:
+    """Replay ``lines`` (each exactly the canonical encoding of the same
+    position of ``objs``, which were decoded from them) at ``session``'s next
+    seqs; return the positions of the ``log/digest`` events among them (for
+    the store to check against the bytes), or ``None`` when a line is not what
+    a valid log holds there. After ``None`` the session is half replayed: the
+    caller drops it and reads the log line by line instead."""
+    fold = session._fold
+    items = fold.items
+    rules = session._rules
+    replay = session._replay
+    seed = session.info.seed_length
+    kinds, pack = _KIND_CODES, _HEAD.pack
+    first = seq = len(items)
+    gate = rules.chunk_gate()
+    digests: list[int] = []
+    try:
+        for obj, raw in zip(objs, lines, strict=True):
+            if type(obj) is not dict:
+                return None
+            keys = tuple(obj)
+            if keys == _ENVELOPE:
+                s, t, etype, d = obj["seq"], obj["time"], obj["type"], obj["data"]
+                if s != seq or type(s) is not int or type(t) is not int or type(d) is not dict:
+                    return None
+                if etype == _CHUNK and seq != seed:
+                    c, turn, step = d.get("chunk"), d.get("turn"), d.get("step")
+                    if (
+                        type(c) is dict
+                        and type(kind := c.get("kind")) is str
+                        and type(turn) is int
+                        and type(step) is int
+                        and (gate is True or (gate and turn == gate[0] and step == gate[1]))
+                    ):
+                        code = kinds.get(kind) or _kind_code(kind)
+                        items.append(pack(_CHUNK_CODE, code, t) + raw[raw.index(_DATA) + 8 : -1])
+                        seq += 1
+                        continue
+                if etype in _MARKERS:  # a turn's or a step's bounds: no object either
+                    check_payload(etype, d)
+                    rules.check_at(etype, seq, None, d)
+                    items.append(pack(_TYPE_CODES[etype], 0, t) + raw[raw.index(_DATA) + 8 : -1])
+                    rules.apply_marker(etype, seq, d)
+                    gate = rules.chunk_gate()
+                    seq += 1
+                    continue
+                event: Event | None
+                if etype in _TYPE_CODES:
+                    event = unpack_unchecked(seq, pack_record(obj, raw), d)
+                elif etype in EVENT_TYPES:
+                    event = Event(s, t, etype, freeze_decoded(d))
+                else:
+                    return None
+            elif keys == _APPENDED and obj["surface_op"] == "append":
+                # A message appended to the surface: checked as ``check_event``
+                # checks it (an append needs no surface check, moves no header).
+                s, t, etype, d = obj["seq"], obj["time"], obj["type"], obj["data"]
+                if s != seq or type(s) is not int or type(t) is not int or type(d) is not dict:
+                    return None
+                if etype not in SURFACE_TYPES:
+                    return None
+                data = freeze_decoded(d)
+                check_payload(etype, data)
+                rules.check_at(etype, seq, "append", data)
+                event = Event(s, t, etype, data, "append")
+                fold.apply_folded(event, fold.header)
+                rules.apply(event, data)
+                gate = rules.chunk_gate()
+                seq += 1
+                continue
+            else:
+                event = event_from_line(obj, raw)
+                if event is None or event.seq != seq:
+                    return None
+            replay(event)
+            if event.type == _DIGEST:
+                digests.append(seq - first)
+            gate = rules.chunk_gate()
+            seq += 1
+    except (LogError, JsonValueError, TypeError, KeyError, ValueError, StructError):
+        return None
+    return digests
