@@ -61,10 +61,13 @@ def _turn(session: Session, turn: int, steps: int, chunks: int) -> None:
         session.append("assistant/message", message, surface_op="append")
         if not last:
             call = {"turn": turn, "step": step, "call_id": cid, "name": "read", "arguments": "{}"}
-            session.append("tool/call", call)
+            asked = session.append("tool/call", call).seq
             result = {"turn": turn, "step": step, "call_id": cid, "content": "x" * 40}
             result["is_error"] = False
-            seq = session.append("tool/result", result, surface_op="append").seq
+            sources = [asked] if step % 2 else None
+            seq = session.append(
+                "tool/result", result, surface_op="append", source_seqs=sources
+            ).seq
             if turn % 2:  # trimmed: a replace of the result by a shorter one
                 trimmed = {**result, "content": "[trimmed]"}
                 op = {"op": "replace", "start": seq, "end": seq}
@@ -113,6 +116,10 @@ def _damage(data: bytes, kind: str, where: int, what: int) -> bytes:
         lines[i], lines[i + 1] = lines[i + 1], lines[i]
     elif kind == "step":  # an event moved into another step (or out of any)
         lines[i] = line.replace(b'"step":', b'"step":9', 1)
+    elif kind == "sources":  # a result said to come from a later event
+        sourced = [k for k, x in enumerate(lines) if b'"source_seqs"' in x] or [i]
+        k = sourced[where % len(sourced)]
+        lines[k] = re.sub(rb'"source_seqs":\[\d+', b'"source_seqs":[%d' % what, lines[k])
     elif kind == "float":  # equal to the number, but not an integer
         lines[i] = re.sub(rb'"(turn|step)":(\d+)', rb'"\1":\2.0', line, count=1)
     elif kind == "seq":
@@ -190,6 +197,7 @@ KINDS = (
     "swap",
     "step",
     "float",
+    "sources",
     "seq",
     "torn",
 )

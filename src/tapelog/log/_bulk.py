@@ -51,6 +51,8 @@ __all__ = ["replay_decoded"]
 
 _ENVELOPE: Final = ("seq", "time", "type", "data")
 _APPENDED: Final = (*_ENVELOPE, "surface_op")
+_SOURCED: Final = (*_APPENDED, "source_seqs")
+_APPENDS: Final = frozenset({_APPENDED, _SOURCED})
 _CHUNK: Final = "assistant/chunk"
 _CHUNK_CODE: Final = _TYPE_CODES[_CHUNK]
 _DATA: Final = b',"data":'
@@ -110,7 +112,7 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                     event = Event(s, t, etype, freeze_decoded(d))
                 else:
                     return None
-            elif keys == _APPENDED and obj["surface_op"] == "append":
+            elif keys in _APPENDS and obj["surface_op"] == "append":
                 # A message appended to the surface: checked as ``check_event``
                 # checks it (an append needs no surface check, moves no header).
                 s, t, etype, d = obj["seq"], obj["time"], obj["type"], obj["data"]
@@ -118,10 +120,19 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                     return None
                 if etype not in SURFACE_TYPES:
                     return None
+                sources = obj.get("source_seqs")
+                if sources is not None:  # earlier seqs (``None``: absent; null is refused)
+                    if type(sources) is not list or not all(
+                        type(x) is int and 0 <= x < seq for x in sources
+                    ):
+                        return None
+                    sources = freeze_decoded(sources)
+                elif len(keys) == 6:
+                    return None
                 data = freeze_decoded(d)
                 check_payload(etype, data)
                 rules.check_at(etype, seq, "append", data)
-                event = Event(s, t, etype, data, "append")
+                event = Event(s, t, etype, data, "append", sources)
                 fold.apply_folded(event, fold.header)
                 rules.apply(event, data)
                 gate = rules.chunk_gate()
