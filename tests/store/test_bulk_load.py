@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.log._builders import HEADER, ticking_clock
@@ -32,7 +33,7 @@ from tapelog import Session
 from tapelog.log import encode
 from tapelog.store import JsonlStore
 from tapelog.store._api import read_session_bytes, verify_jsonl
-from tapelog.store._jsonl_bulk import BATCH_LINES, load_jsonl_bulk
+from tapelog.store._jsonl_bulk import BATCH_BYTES, load_jsonl_bulk
 
 
 def _turn(session: Session, turn: int, steps: int, chunks: int) -> None:
@@ -230,10 +231,23 @@ def test_bulk_and_line_by_line_agree(
 
 def test_a_log_longer_than_a_batch_loads_as_line_by_line() -> None:
     """Batches join seamlessly: digests and chunk runs across a batch's end."""
-    data = _log(BATCH_LINES // 40 + 2, 30, False)
-    assert data.count(b"\n") > BATCH_LINES + 1
+    data = _log(12, 30, False)
+    assert len(data) > 2 * BATCH_BYTES
     assert load_jsonl_bulk(data) is not None
     load_off, verify_off = _line_by_line()
     with load_off, verify_off:
         slow = (_loaded(data), _verified(data))
     assert (_loaded(data), _verified(data)) == slow
+
+
+@pytest.mark.parametrize("size", [1, 300, 4096])
+def test_any_batch_size_loads_as_line_by_line(size: int) -> None:
+    """Batches of one line (every line longer than a batch), of a few, of many:
+    a digest first or last in its batch is checked against the right bytes."""
+    data = _log(3, 4, True)
+    load_off, verify_off = _line_by_line()
+    with load_off, verify_off:
+        slow = (_loaded(data), _verified(data))
+    with mock.patch("tapelog.store._jsonl_bulk.BATCH_BYTES", size):
+        assert load_jsonl_bulk(data) is not None
+        assert (_loaded(data), _verified(data)) == slow

@@ -26,7 +26,7 @@ into the same session.
 from __future__ import annotations
 
 from itertools import accumulate
-from typing import Final
+from typing import Any, Final
 
 from orjson import dumps, loads
 
@@ -40,35 +40,41 @@ from tapelog.store._format import (
     torn_warning,
 )
 
-__all__ = ["BATCH_LINES", "load_jsonl_bulk"]
+__all__ = ["BATCH_BYTES", "load_jsonl_bulk"]
 
-BATCH_LINES: Final = 256
-"""Lines decoded and replayed together: enough that the per-batch calls cost
-little, few enough that the decoded batch stays in the processor's cache while
-it is replayed. Measured on the 21 MB log of ``bench_log.py --cold 10000``
-(load CPU over one parse, best of 7): 64 lines 4.7, 256 lines 4.7, 2,048
-lines 6.5, the whole file in one batch 6.4."""
+BATCH_BYTES: Final = 48 * 1024
+"""The bytes of lines split, decoded and replayed together (about 256 lines of
+a loop's log): enough that the per-batch calls cost little, few enough that
+the batch's lines and decoded objects stay in the processor's cache while it
+is replayed, split from the file just before (not all at once up front).
+Measured on the 21 MB log of ``bench_log.py --cold 10000`` (load CPU over one
+parse, best of 7, lines split up front): batches of 64 or 256 lines 4.7,
+2,048 lines 6.5, the whole file at once 6.4; splitting each batch just before
+it is decoded took a further 0.15 of one parse off the decoding."""
 
 
 def load_jsonl_bulk(data: bytes) -> tuple[JsonlScan, Session] | None:
     """The scan and the replayed session of a session file's bytes, as
     :func:`scan_jsonl` and :func:`replay_events` make them for a file with no
     problem; ``None`` when the file is not one the fast path accepts."""
-    lines = data.split(b"\n")
-    torn = lines.pop()  # b"" when the file ends with a newline
-    if not lines:
+    good = data.rfind(b"\n") + 1  # the complete lines; a torn one follows
+    first = data.find(b"\n")
+    if first < 0:
         return None
     try:
-        info = info_from_header(loads(lines[0]))
+        info = info_from_header(loads(data[:first]))
     except (ValueError, StoreError):  # not JSON, or not a header
         return None
-    if header_line(info) != lines[0]:
+    if header_line(info) != data[:first]:
         return None
     session = Session.from_info(info, ())
     digests = DigestChain(data, info.seed_length or 0)
-    offset = len(lines[0]) + 1  # where the batch starts in the file
-    for start in range(1, len(lines), BATCH_LINES):
-        batch = lines[start : start + BATCH_LINES]
+    start, number = first + 1, 1  # where the batch starts, the lines before it
+    while start < good:
+        stop = data.rfind(b"\n", start, start + BATCH_BYTES)
+        if stop < start:  # a line longer than a batch
+            stop = data.index(b"\n", start)
+        batch = data[start:stop].split(b"\n")
         try:
             objs = list(map(loads, batch))
         except ValueError:
@@ -78,18 +84,34 @@ def load_jsonl_bulk(data: bytes) -> tuple[JsonlScan, Session] | None:
         found = replay_decoded(session, objs, batch)
         if found is None:
             return None
-        ends = list(accumulate(len(line) + 1 for line in batch)) if found else ()
-        done = 0
-        for i in found:
-            digests.after += i + 1 - done
-            done = i + 1
-            before = offset + (ends[i - 1] if i else 0)
-            if digests.check(start + i - 1, objs[i]["data"], start + i + 1, before) is not None:
-                return None
-        digests.after += len(batch) - done
-        offset += sum(map(len, batch)) + len(batch)
-    scan = JsonlScan(info=info, lines=len(lines), good_size=len(data) - len(torn))
-    digests.finish(scan, len(lines))
-    if torn:
-        scan.warnings.append(torn_warning(len(lines) + 1, len(torn), len(lines) - 1))
+        if found and not _digests_match(digests, found, objs, batch, start, number):
+            return None
+        digests.after += len(batch) - (found[-1] + 1 if found else 0)
+        start, number = stop + 1, number + len(batch)
+    scan = JsonlScan(info=info, lines=number, good_size=good)
+    digests.finish(scan, number)
+    if good < len(data):
+        scan.warnings.append(torn_warning(number + 1, len(data) - good, number - 1))
     return scan, session
+
+
+def _digests_match(
+    digests: DigestChain,
+    found: list[int],
+    objs: list[Any],
+    batch: list[bytes],
+    start: int,
+    number: int,
+) -> bool:
+    """Check the ``log/digest`` events at positions ``found`` of a batch whose
+    first line (line ``number + 1``) starts at byte ``start``."""
+    ends = list(accumulate(len(line) + 1 for line in batch))
+    done = 0
+    for i in found:
+        digests.after += i + 1 - done
+        done = i + 1
+        before = start + (ends[i - 1] if i else 0)
+        line = number + i + 1
+        if digests.check(line - 2, objs[i]["data"], line, before) is not None:
+            return False
+    return True
