@@ -6,7 +6,7 @@ replayed by ``log/_bulk.py``) and fall back to the line-by-line path, which
 names the problem, whenever the fast path does not accept the file. The fast
 path may only accept what the slow one accepts, into the same session. Here
 logs written by a real writer (digests at every flush, a fork's seed, tool
-calls, chunks, a trimmed result) are damaged at random (an edited byte, a
+calls, chunks, a trimmed result, a turn a crash left open) are damaged at random (an edited byte, a
 spaced line, a duplicated key, a removed, repeated or swapped line, a torn
 tail, a wrong seq), then, half the time, forged (seqs renumbered, digests
 rewritten: only the other checks can tell) and read both ways: the same session (events, surface,
@@ -77,6 +77,22 @@ def _turn(session: Session, turn: int, steps: int, chunks: int) -> None:
     session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
 
 
+def _crashed(session: Session, turn: int) -> None:
+    """A turn left open by a crash after its step's tool call was logged."""
+    session.append("turn/start", {"turn": turn})
+    text = [{"type": "text", "text": "and then?"}]
+    session.append(
+        "user/message", {"content": text, "source": {"kind": "user"}}, surface_op="append"
+    )
+    session.append("step/start", {"turn": turn, "step": 0})
+    call = {"turn": turn, "step": 0, "call_id": "open", "name": "read", "arguments": "{}"}
+    asks = [{"type": "tool_call", "id": "open", "name": "read", "arguments": "{}"}]
+    source = {"provider": "openai", "model": "m"}
+    message = {"turn": turn, "step": 0, "content": asks, "source": source}
+    session.append("assistant/message", message, surface_op="append")
+    session.append("tool/call", call)
+
+
 @functools.cache
 def _log(turns: int, chunks: int, fork: bool) -> bytes:
     """A session file as a writer leaves it (a digest at every flush)."""
@@ -87,6 +103,9 @@ def _log(turns: int, chunks: int, fork: bool) -> bytes:
             session.append("request/header", {"header": HEADER, "reason": "initial"})
             for turn in range(turns):
                 _turn(session, turn, 2 + turn % 2, chunks)
+                writer.flush()
+            if chunks % 2:  # a crash mid-step: a tool call logged, no result
+                _crashed(session, turns)
                 writer.flush()
         if not fork:
             return store.path(session.id).read_bytes()

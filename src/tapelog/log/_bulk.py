@@ -9,9 +9,9 @@ canonical in bulk (``store/_jsonl_bulk.py``), in one loop per batch:
   inside the open step, is checked inline and kept as its record, with no
   object and no call per chunk (the open step is read once per run of chunks:
   :meth:`LogRules.chunk_gate`);
-* a ``turn/*`` or ``step/*`` marker is checked by the same payload check
-  and rules as ``Session._replay`` runs, and kept as its record, with no event
-  object either;
+* any other event of a packed type is checked by the same payload check and
+  rules as ``Session._replay`` runs, and kept as its record (a ``turn/*`` or
+  ``step/*`` marker with no event object either);
 * a message appended to the surface is frozen, checked and folded as
   ``check_event`` and ``Session._commit`` would, without their general steps
   (a replace's surface check, a header fold);
@@ -42,7 +42,7 @@ from tapelog.log._events import (
     check_payload,
     event_from_line,
     pack_record,
-    unpack_unchecked,
+    unpack_record,
 )
 from tapelog.log._freeze import freeze_decoded
 from tapelog.log._session import Session
@@ -72,7 +72,7 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
     rules = session._rules
     replay = session._replay
     seed = session.info.seed_length
-    kinds, pack = _KIND_CODES, _HEAD.pack
+    kinds, codes, pack = _KIND_CODES, _TYPE_CODES, _HEAD.pack
     first = seq = len(items)
     gate = rules.chunk_gate()
     digests: list[int] = []
@@ -93,22 +93,30 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                         and type(step) is int
                         and (gate is True or (gate and turn == gate[0] and step == gate[1]))
                     ):
-                        code = kinds.get(kind) or _kind_code(kind)
-                        items.append(pack(_CHUNK_CODE, code, t) + raw[raw.index(_DATA) + 8 : -1])
+                        kcode = kinds.get(kind) or _kind_code(kind)
+                        items.append(pack(_CHUNK_CODE, kcode, t) + raw[raw.index(_DATA) + 8 : -1])
                         seq += 1
                         continue
-                if etype in _MARKERS:  # a turn's or a step's bounds: no object either
+                code = codes.get(etype)
+                if code is not None:  # packed: checked as ``Session._replay`` checks it
                     check_payload(etype, d)
                     rules.check_at(etype, seq, None, d)
-                    items.append(pack(_TYPE_CODES[etype], 0, t) + raw[raw.index(_DATA) + 8 : -1])
-                    rules.apply_marker(etype, seq, d)
+                    if code == _CHUNK_CODE:  # a chunk off the common path: its kind's code
+                        record = pack_record(obj, raw)
+                    else:
+                        record = pack(code, 0, t) + raw[raw.index(_DATA) + 8 : -1]
+                    items.append(record)
+                    if etype in _MARKERS:  # a turn's or a step's bounds: no object either
+                        rules.apply_marker(etype, seq, d)
+                    else:  # a tool call's event is kept by the rules' ledger
+                        rules.apply(unpack_record(seq, record), d)
+                        if etype == _DIGEST:
+                            digests.append(seq - first)
                     gate = rules.chunk_gate()
                     seq += 1
                     continue
                 event: Event | None
-                if etype in _TYPE_CODES:
-                    event = unpack_unchecked(seq, pack_record(obj, raw), d)
-                elif etype in EVENT_TYPES:
+                if etype in EVENT_TYPES:
                     event = Event(s, t, etype, freeze_decoded(d))
                 else:
                     return None
@@ -143,8 +151,6 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                 if event is None or event.seq != seq:
                     return None
             replay(event)
-            if event.type == _DIGEST:
-                digests.append(seq - first)
             gate = rules.chunk_gate()
             seq += 1
     except (LogError, JsonValueError, TypeError, KeyError, ValueError, StructError):
