@@ -16,8 +16,8 @@ canonical in bulk (``store/_jsonl_bulk.py``), in one loop per batch:
   ``check_event`` and ``Session._commit`` would, without their general steps
   (a replace's surface check, a header fold);
 * every other event is made as the per-line path makes it
-  (:func:`pack_record` / :func:`event_from_line`) and replayed through
-  ``Session._replay``: the same checks, the same code.
+  (:func:`event_from_line`) and replayed through ``Session._replay``: the
+  same checks, the same code.
 
 It never judges on its own what the per-line path would refuse: anything off
 the fast path that the full replay would refuse makes it answer ``None``, and
@@ -35,7 +35,6 @@ from tapelog.log._events import (
     _HEAD,
     _KIND_CODES,
     _TYPE_CODES,
-    EVENT_TYPES,
     SURFACE_TYPES,
     Event,
     _kind_code,
@@ -93,6 +92,8 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                         and type(step) is int
                         and (gate is True or (gate and turn == gate[0] and step == gate[1]))
                     ):
+                        # The record of ``_events._record`` (a time outside int64
+                        # raises: line by line), inlined: a call per chunk shows.
                         kcode = kinds.get(kind) or _kind_code(kind)
                         items.append(pack(_CHUNK_CODE, kcode, t) + raw[raw.index(_DATA) + 8 : -1])
                         seq += 1
@@ -115,11 +116,6 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                     gate = rules.chunk_gate()
                     seq += 1
                     continue
-                event: Event | None
-                if etype in EVENT_TYPES:
-                    event = Event(s, t, etype, freeze_decoded(d))
-                else:
-                    return None
             elif keys in _APPENDS and obj["surface_op"] == "append":
                 # A message appended to the surface: checked as ``check_event``
                 # checks it (an append needs no surface check, moves no header).
@@ -140,16 +136,15 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                 data = freeze_decoded(d)
                 check_payload(etype, data)
                 rules.check_at(etype, seq, "append", data)
-                event = Event(s, t, etype, data, "append", sources)
-                fold.apply_folded(event, fold.header)
-                rules.apply(event, data)
+                appended = Event(s, t, etype, data, "append", sources)
+                fold.apply_folded(appended, fold.header)
+                rules.apply(appended, data)
                 gate = rules.chunk_gate()
                 seq += 1
                 continue
-            else:
-                event = event_from_line(obj, raw)
-                if event is None or event.seq != seq:
-                    return None
+            event = event_from_line(obj, raw)  # any other: as the line-by-line path makes it
+            if event is None or event.seq != seq:
+                return None
             replay(event)
             gate = rules.chunk_gate()
             seq += 1
