@@ -54,7 +54,9 @@ _SOURCED: Final = (*_APPENDED, "source_seqs")
 _APPENDS: Final = frozenset({_APPENDED, _SOURCED})
 _CHUNK: Final = "assistant/chunk"
 _CHUNK_CODE: Final = _TYPE_CODES[_CHUNK]
-_DATA: Final = b',"data":'
+_OPEN: Final = b"{"
+"""Where a packed line's payload starts: its first ``{`` after the envelope's
+own (the seq and time are integers, a packed type's name has no brace)."""
 _DIGEST: Final = "log/digest"
 _MARKERS: Final = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
 
@@ -95,7 +97,7 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                         # The record of ``_events._record`` (a time outside int64
                         # raises: line by line), inlined: a call per chunk shows.
                         kcode = kinds.get(kind) or _kind_code(kind)
-                        items.append(pack(_CHUNK_CODE, kcode, t) + raw[raw.index(_DATA) + 8 : -1])
+                        items.append(pack(_CHUNK_CODE, kcode, t) + raw[raw.index(_OPEN, 1) : -1])
                         seq += 1
                         continue
                 code = codes.get(etype)
@@ -105,7 +107,7 @@ def replay_decoded(session: Session, objs: list[Any], lines: list[bytes]) -> lis
                     if code == _CHUNK_CODE:  # a chunk off the common path: its kind's code
                         record = pack_record(obj, raw)
                     else:
-                        record = pack(code, 0, t) + raw[raw.index(_DATA) + 8 : -1]
+                        record = pack(code, 0, t) + raw[raw.index(_OPEN, 1) : -1]
                     items.append(record)
                     if etype in _MARKERS:  # a turn's or a step's bounds: no object either
                         rules.apply_marker(etype, seq, d)
