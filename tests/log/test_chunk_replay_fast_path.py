@@ -169,7 +169,8 @@ def test_a_load_judges_chunks_as_the_full_checks(case: tuple[int | None, list[Li
 
 
 def test_most_chunks_take_the_inline_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The premise: a clean load replays no chunk the long way."""
+    """The premise: a clean load replays no chunk the long way, and (read in
+    bulk) no turn or step marker and no appended message either."""
     lines = _turn(1, 2, calls=True, hand=False)
     long_way: list[str] = []
     replay = Session._replay
@@ -181,4 +182,4 @@ def test_most_chunks_take_the_inline_path(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(Session, "_replay", counted)
     read_session_bytes(_bytes(None, lines))
     assert "assistant/chunk" not in long_way
-    assert len(long_way) == len(lines) - 4
+    assert long_way == []

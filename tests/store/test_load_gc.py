@@ -5,6 +5,7 @@ reference cycles, so a full collection that walks them is pure cost, and one
 that grows with every log the process holds. ``read_session_bytes`` (under
 every store's ``load`` and ``open``) freezes what the load built
 (``gc.freeze``): later collections skip it, reference counting still frees it.
+``verify`` freezes a valid log's session too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from tapelog import CorruptLogError
 from tapelog.store import JsonlStore
+from tapelog.store._api import verify_jsonl
 
 from .conformance import full_session
 
@@ -67,3 +69,20 @@ def test_a_refused_log_freezes_nothing(tmp_path: Path) -> None:
     with pytest.raises(CorruptLogError):
         store.load("bad")
     assert gc.get_freeze_count() == before
+
+
+def test_a_verified_session_is_frozen_and_a_damaged_report_is_not(tmp_path: Path) -> None:
+    """``verify`` of a valid log keeps its session out of later passes, as a
+    load does; a damaged log's report (exceptions, tracebacks) freezes nothing."""
+    store = JsonlStore(tmp_path)
+    with store.create(full_session("v")):
+        pass
+    data = store.path("v").read_bytes()
+    report = verify_jsonl(data, expected_id="v")
+    assert report.ok
+    assert report.session is not None
+    assert id(report.session) not in _tracked_ids()
+    damaged = verify_jsonl(data.replace(b'"seq":3', b'"seq":4', 1), expected_id="v")
+    assert not damaged.ok
+    assert gc.is_tracked(damaged.problems)
+    assert id(damaged.problems) in _tracked_ids()  # not frozen: a collection may free it

@@ -3,6 +3,7 @@ freezes, the folds, the session's building blocks (docs/architecture.md, "Public
 internal names"). The root package publishes the log's user-facing types from here.
 """
 
+from tapelog.log._bulk import replay_decoded
 from tapelog.log._canonical import decode_raw, encode_sorted_trusted, encode_str, encode_trusted
 from tapelog.log._events import (
     SESSION_FORMAT_VERSION,
@@ -91,6 +92,7 @@ __all__ = [
     "peek_data",
     "plan_repair",
     "repair_interrupted",
+    "replay_decoded",
     "replay_scan",
     "scoped_secrets",
     "secret_prefix_length",

@@ -284,6 +284,7 @@ def pack_logged(event: Event) -> PackedEvent:
 
 
 def _record(etype: str, time: int, data: Mapping[str, Any], payload: bytes) -> bytes:
+    # A load's bulk path (``_bulk.replay_decoded``) builds the int64 form inline.
     kind = 0
     if etype == "assistant/chunk":
         chunk = data.get("chunk")

@@ -370,20 +370,25 @@ def freeze_decoded(value: Any) -> Any:
     """
     t = type(value)
     if t is dict:
-        frozen = dict.__new__(FrozenDict)
-        dict.update(frozen, value)  # scalars are copied as they are ...
+        frozen = _dict_new(FrozenDict)
+        _dict_update(frozen, value)  # scalars are copied as they are ...
         for k, v in value.items():  # ... only containers are converted
             tv = type(v)
             if tv is dict or tv is list:
-                dict.__setitem__(frozen, k, freeze_decoded(v))
+                _dict_set(frozen, k, freeze_decoded(v))
         return frozen
     if t is list:
-        out = list.__new__(FrozenList)  # unstamped: a copy of logged data (_VERBATIM)
-        list.__init__(
+        out = _list_new(FrozenList)  # unstamped: a copy of logged data (_VERBATIM)
+        _list_init(
             out, [freeze_decoded(v) if type(v) is dict or type(v) is list else v for v in value]
         )
         return out
     return value
+
+
+# What freeze_decoded calls per container (every message of a load), bound once.
+_dict_new, _dict_update, _dict_set = dict.__new__, dict.update, dict.__setitem__
+_list_new, _list_init = list.__new__, list.__init__
 
 
 freeze_trusted = freeze_decoded

@@ -91,6 +91,9 @@ _BLOCK_FIELDS: Final[dict[str, tuple[tuple[str, type | tuple[type, ...]], ...]]]
     "wire": (("wire", str), ("block", dict)),
 }
 
+_PLAIN_BLOCKS: Final = frozenset({"text", "tool_call", "openai_part", "item", "wire"})
+"""Block types with no optional field of their own to check (``extra`` aside)."""
+
 MESSAGE_ROLES: Final = ("developer", "system")
 """The roles a ``user/message`` may name in ``data.role`` (absent: ``user``):
 a client's developer or system message, anywhere in the history."""
@@ -101,20 +104,27 @@ def check_blocks(content: Any, where: str) -> None:
     if not isinstance(content, list):
         raise EventError(f"{where} must be a list of content blocks, got {_json_type(content)}")
     for i, block in enumerate(content):
-        at = f"{where}[{i}]"
+        # Where a block is (``at``) is spelled out only when it is wrong: every
+        # message of a load passes here.
         if not isinstance(block, dict):
-            raise EventError(f"{at} must be an object, got {_json_type(block)}")
+            raise EventError(f"{where}[{i}] must be an object, got {_json_type(block)}")
         btype = block.get("type")
         fields = _BLOCK_FIELDS.get(btype) if isinstance(btype, str) else None
         if fields is None:
             raise EventError(
-                f"{at}.type must be one of {', '.join(sorted(_BLOCK_FIELDS))}, got {btype!r}"
+                f"{where}[{i}].type must be one of {', '.join(sorted(_BLOCK_FIELDS))}, "
+                f"got {btype!r}"
             )
         for key, kind in fields:
             if key not in block:
-                raise EventError(f"{at}.{key} is required in a {btype} block")
+                raise EventError(f"{where}[{i}].{key} is required in a {btype} block")
             if not isinstance(block[key], kind):
-                raise EventError(f"{at}.{key} has the wrong type ({_json_type(block[key])})")
+                raise EventError(
+                    f"{where}[{i}].{key} has the wrong type ({_json_type(block[key])})"
+                )
+        if btype in _PLAIN_BLOCKS and "extra" not in block:
+            continue  # a text or tool_call block: nothing optional to check
+        at = f"{where}[{i}]"
         if "extra" in block and not isinstance(block["extra"], dict):
             raise EventError(f"{at}.extra must be an object (the wire block's other fields)")
         if btype == "reasoning":
@@ -175,8 +185,9 @@ def _check_error(etype: str, data: Mapping[str, Any]) -> None:
 
 def _step_end(etype: str, data: Mapping[str, Any]) -> None:
     _step(etype, data)
-    _optional(etype, data, "sent", bool)
-    _check_error(etype, data)
+    if "sent" in data or "error" in data:  # most steps end naming neither
+        _optional(etype, data, "sent", bool)
+        _check_error(etype, data)
 
 
 _USAGE_COUNTS: Final = ("input", "cache_read", "cache_write", "output", "reasoning")
@@ -203,6 +214,8 @@ def _seqs(etype: str, value: Any, where: str) -> None:
 def _fields(etype: str, data: Mapping[str, Any]) -> None:
     """``data.fields``: a message's other wire members, as the client sent them;
     ``data.content_string``: the client sent the content as one string."""
+    if "fields" not in data and "content_string" not in data:
+        return  # the loop's own messages carry neither
     _optional(etype, data, "fields", dict)
     if _optional(etype, data, "content_string", bool) and (
         len(data["content"]) != 1 or data["content"][0].get("type") != "text"
@@ -262,6 +275,8 @@ def _assistant(etype: str, data: Mapping[str, Any]) -> None:
     if "interrupted" in data and not isinstance(data["interrupted"], bool):
         raise _fail(etype, "data.interrupted must be a boolean")
     _fields(etype, data)
+    if "alternatives" not in data:
+        return
     for i, alternative in enumerate(_optional(etype, data, "alternatives", list) or ()):
         at = f"data.alternatives[{i}]"
         if not isinstance(alternative, dict) or type(alternative.get("choice")) is not int:

@@ -104,8 +104,13 @@ class LogRules:
     def check(self, event: Event, data: Mapping[str, Any]) -> None:
         """Raise :class:`EventError` if ``event`` (with payload ``data``, already
         valid) may not come next; changes nothing."""
-        etype = event.type
-        if self._seed is not None and event.seq == self._seed and etype != "session/end-seed":
+        self.check_at(event.type, event.seq, event.surface_op, data)
+
+    def check_at(self, etype: str, seq: int, surface_op: Any, data: Mapping[str, Any]) -> None:
+        """:meth:`check` of the event of type ``etype`` at ``seq`` with that
+        surface op and payload, for a caller that holds no event object (a load
+        judging a batch of lines)."""
+        if self._seed is not None and seq == self._seed and etype != "session/end-seed":
             raise EventError(
                 f"the session is a fork whose first {self._seed} events are its seed, but "
                 f"this {etype} is not the session/end-seed a fork logs after its seed"
@@ -138,7 +143,7 @@ class LogRules:
                 f"their results ({_asked(asked)}): a provider refuses such a request; "
                 "answer them with tool/result events first"
             )
-        if etype in _IN_STEP or (etype == "tool/result" and event.surface_op == "append"):
+        if etype in _IN_STEP or (etype == "tool/result" and surface_op == "append"):
             self._check_in_step(etype, data)
 
     def passes_chunk(self, seq: int, data: Mapping[str, Any]) -> bool:
@@ -153,6 +158,19 @@ class LogRules:
             and seq != self._seed
             and (step is None or (data["turn"] == step[0] and data["step"] == step[1]))
         )
+
+    def chunk_gate(self) -> tuple[int, int] | bool:
+        """What an ``assistant/chunk`` must carry to pass :meth:`check` with
+        :meth:`apply` left nothing to do, for a run of chunks judged in bulk
+        (:meth:`passes_chunk` asked once for the run): the open step's ``(turn,
+        step)``; ``True`` when no step is open (any chunk passes); ``False``
+        when a step is handing calls on (:meth:`check` decides each). Where a
+        fork's seed ends is the caller's to check, as in :meth:`passes_chunk`.
+        Valid until the next event other than a chunk is applied."""
+        if self._handing is not None:
+            return False
+        step = self._step
+        return True if step is None else (step[0], step[1])
 
     def _check_handing(self, etype: str, data: Mapping[str, Any]) -> None:
         assert self._handing is not None
@@ -246,24 +264,7 @@ class LogRules:
         etype = event.type
         if etype == "assistant/chunk" and self._handing is None:
             return  # a chunk moves nothing
-        if self._handing is not None and etype not in _FREE:
-            if etype == "turn/end" and data["reason"]["kind"] in HANDED_OVER:
-                self._handed.update(self._handing[3])
-            self._handing = None
-        if etype == "turn/start":
-            self._turn, self._step, self._calls = (data["turn"], event.seq), None, {}
-        elif etype == "turn/end":
-            self._turn, self._step, self._calls = None, None, {}
-        elif etype == "step/start":
-            if self.ledger.asked():
-                self.ledger.clear()  # reported; judge the next request afresh
-            self._step, self._calls = (data["turn"], data["step"], event.seq), {}
-        elif etype == "step/end":
-            if self._calls:
-                self._handing = (data["turn"], data["step"], event.seq, self._calls)
-            self._step, self._calls = None, {}
-        elif etype == "compact/start" and data.get("region") and self.ledger.asked():
-            self.ledger.clear()
+        self.apply_marker(etype, event.seq, data)
         if etype in _IN_STEP or (etype == "tool/result" and event.surface_op == "append"):
             if etype == "tool/call":
                 self._calls[data["call_id"]] = event.seq
@@ -275,3 +276,27 @@ class LogRules:
             elif etype == "tool/result":
                 self._calls.pop(data["call_id"], None)
             self.ledger.observe(event, data)
+
+    def apply_marker(self, etype: str, seq: int, data: Mapping[str, Any]) -> None:
+        """:meth:`apply` for an event that is not of a step's content (a
+        ``turn/*`` or ``step/*`` marker, or any but a chunk, a tool call, an
+        assistant message or an appended tool result, for which :meth:`apply`
+        goes on): what it needs no event object for."""
+        if self._handing is not None and etype not in _FREE:
+            if etype == "turn/end" and data["reason"]["kind"] in HANDED_OVER:
+                self._handed.update(self._handing[3])
+            self._handing = None
+        if etype == "turn/start":
+            self._turn, self._step, self._calls = (data["turn"], seq), None, {}
+        elif etype == "turn/end":
+            self._turn, self._step, self._calls = None, None, {}
+        elif etype == "step/start":
+            if self.ledger.asked():
+                self.ledger.clear()  # reported; judge the next request afresh
+            self._step, self._calls = (data["turn"], data["step"], seq), {}
+        elif etype == "step/end":
+            if self._calls:
+                self._handing = (data["turn"], data["step"], seq, self._calls)
+            self._step, self._calls = None, {}
+        elif etype == "compact/start" and data.get("region") and self.ledger.asked():
+            self.ledger.clear()

@@ -49,12 +49,14 @@ from tapelog.store._base import Digest, SessionSummary
 from tapelog.store._ids import validate_session_id
 
 __all__ = [
+    "DigestChain",
     "JsonlScan",
     "Problem",
     "header_line",
     "info_from_header",
     "replay_events",
     "scan_jsonl",
+    "torn_warning",
 ]
 
 _NOT_JSON: Final = object()  # what a line that is not JSON decodes to in the hot loop
@@ -213,7 +215,7 @@ def damaged_summary(session_id: str, size: int, error: str) -> SessionSummary:
     )
 
 
-def _torn_warning(line: int, size: int, events: int) -> str:
+def torn_warning(line: int, size: int, events: int) -> str:
     return (
         f"line {line}: dropped an incomplete final line ({size} bytes, no newline) left by a "
         f"process that stopped while writing it; the {events} complete events before it are intact"
@@ -264,7 +266,7 @@ def scan_jsonl(
         if problem(1, None, exc):
             return scan
     seed = scan.info.seed_length or 0 if scan.info is not None else 0
-    digests = _DigestChain(data, seed)
+    digests = DigestChain(data, seed)
     offset = len(lines[0]) + 1  # where line 2 starts
     prefix_ok = not scan.problems
     events, payloads, spaced = scan.events, scan.payloads, scan.spaced
@@ -300,19 +302,13 @@ def scan_jsonl(
             if error is not None and problem(number, number - 2, error):
                 return scan
         offset += len(raw) + 1
-    scan.last_digest = digests.last
-    scan.last_digest_line = digests.last_line
-    if digests.last_line is not None:
-        scan.after_digest = digests.after
-    else:  # no digest of its own: every own event but what ``create`` stored with the seed
-        own = len(lines) - 1 - (seed + 1 if seed else 0)
-        scan.after_digest = max(0, own)
+    digests.finish(scan, len(lines))
     if torn:
-        scan.warnings.append(_torn_warning(len(lines) + 1, len(torn), len(lines) - 1))
+        scan.warnings.append(torn_warning(len(lines) + 1, len(torn), len(lines) - 1))
     return scan
 
 
-class _DigestChain:
+class DigestChain:
     """Checks each ``log/digest`` against the SHA-256 of the bytes before its line,
     hashing the file once, front to back. After the first mismatch the rest of
     the chain cannot be judged (every later digest covers the change too)."""
@@ -359,6 +355,17 @@ class _DigestChain:
             )
         self.last = Digest(line=line, seq=seq, bytes=covered, sha256=sha)
         return None
+
+    def finish(self, scan: JsonlScan, lines: int) -> None:
+        """Set what ``scan`` says of the digests, once every one of the file's
+        ``lines`` complete lines (the header too) went past the chain."""
+        scan.last_digest = self.last
+        scan.last_digest_line = self.last_line
+        if self.last_line is not None:
+            scan.after_digest = self.after
+        else:  # no digest of its own: every own event but what ``create`` stored with the seed
+            own = lines - 1 - (self._seed + 1 if self._seed else 0)
+            scan.after_digest = max(0, own)
 
     def _since(self) -> str:
         if self.last is not None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tapelog._errors import CorruptLogError, StoreError
-from tapelog.log._api import paused_gc
+from tapelog.log._api import Session, paused_gc
 from tapelog.store._base import LoadedSession
-from tapelog.store._format import replay_events, scan_jsonl
+from tapelog.store._format import JsonlScan, replay_events, scan_jsonl
+from tapelog.store._jsonl_bulk import load_jsonl_bulk
 
 __all__ = ["read_session_bytes", "read_session_file"]
 
@@ -21,7 +22,8 @@ def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[Lo
 
     Raises on the first problem (:class:`FormatVersionError` or
     :class:`CorruptLogError` naming the line, prefixed with ``source``); a torn
-    final line is dropped with a warning. What the load built is left out of
+    final line is dropped with a warning. A file with no problem is read in
+    bulk (:func:`load_jsonl_bulk`); any other line by line. What the load built is left out of
     later garbage collections (``paused_gc(freeze=True)``): a session lives long
     and holds no cycles, so walking it again and again would be pure cost.
     """
@@ -30,6 +32,23 @@ def read_session_bytes(data: bytes, *, source: str = "session file") -> tuple[Lo
 
 
 def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
+    fast = load_jsonl_bulk(data)
+    if fast is not None:
+        scan, session = fast
+    else:  # something is off: line by line, which names it
+        scan, session = _read_line_by_line(data, source)
+    warnings = tuple(f"{source}: {w}" for w in scan.warnings)
+    loaded = LoadedSession(
+        session=session,
+        warnings=warnings,
+        digest=scan.last_digest,
+        undigested=scan.after_digest,
+        torn=scan.good_size != len(data),
+    )
+    return loaded, scan.good_size
+
+
+def _read_line_by_line(data: bytes, source: str) -> tuple[JsonlScan, Session]:
     scan = scan_jsonl(data, max_problems=1)
     if scan.problems:
         problem = scan.problems[0]
@@ -40,15 +59,7 @@ def _read_session_bytes(data: bytes, source: str) -> tuple[LoadedSession, int]:
         session = replay_events(scan.info, scan.events, payloads=scan.payloads)
     except CorruptLogError as exc:
         raise CorruptLogError(f"{source}: {exc}", line=exc.line) from exc
-    warnings = tuple(f"{source}: {w}" for w in scan.warnings)
-    loaded = LoadedSession(
-        session=session,
-        warnings=warnings,
-        digest=scan.last_digest,
-        undigested=scan.after_digest,
-        torn=scan.good_size != len(data),
-    )
-    return loaded, scan.good_size
+    return scan, session
 
 
 def _line_kw(error: StoreError) -> dict[str, int | None]:
