@@ -17,8 +17,9 @@ brackets):
 * ``cache``: ``tapelog cache SESSION --json`` in process: load, ``cache_report``,
   encode [≤ 3];
 * ``cache_checkpointed``: ``tapelog cache SESSION --json`` in process once
-  the first run left its checkpoint beside the file (``<session>.audit``):
-  the bytes are read and hashed, the audit read back [≤ 3];
+  the first run left its checkpoint beside the file (``<session>.audit``,
+  ``checkpoint_mb`` in size): the bytes are read and hashed, the audit read
+  back [≤ 3];
 * ``serve_first_view``: the CPU a ``tapelog serve`` process spends answering the
   first ``GET /s/SESSION`` (read from ``/proc``, so the server's threads count),
   once its index has audited the session in the background (``--no-serve``
@@ -290,6 +291,7 @@ def measure(steps: int, rounds: int, root: Path, serve: bool) -> dict[str, Any]:
     # `tapelog cache --json` in process: once to write the checkpoint beside
     # the file, then timed reading it (the bytes are hashed, nothing is loaded).
     _cache_command(root, session.id)
+    checkpoint_mb = round(path.with_suffix(".audit").stat().st_size / 1e6, 2)
     times["cache_checkpointed"] = _median(rounds, lambda: _cache_command(root, session.id))
     resumes = []
     for _ in range(rounds):
@@ -311,6 +313,7 @@ def measure(steps: int, rounds: int, root: Path, serve: bool) -> dict[str, Any]:
         "events": len(session),
         "messages": len(session.surface),
         "log_mb": round(len(pristine) / 1e6, 2),
+        "checkpoint_mb": checkpoint_mb,
         "parse_s": round(parse, 3),
         "seconds": {k: round(v, 3) for k, v in times.items()},
         "over_parse": {k: round(v / parse, 2) for k, v in times.items()},

@@ -113,6 +113,7 @@ def test_a_checkpoint_of_a_shorter_log_is_resumed_from_and_rewritten(
         "another tapelog version",
         "not JSON",
         "a row without its fields",
+        "a row with a field rows do not have",
         "a body digest not of hex",
         "a body digest of request 0",
     ],
@@ -135,12 +136,15 @@ def test_a_forged_or_damaged_checkpoint_is_ignored_and_rebuilt(
         head["tapelog"] = "0.0.0"
     elif forge == "a row without its fields":
         del body["rows"][0]["rule"]
+    elif forge == "a row with a field rows do not have":
+        body["rows"][0]["surprise"] = 1
     elif forge == "a body digest not of hex":
         body["bodies"][0][2] = "Z" * 64
     elif forge == "a body digest of request 0":
         body["bodies"][0][0] = 0
     if forge in (
         "a row without its fields",
+        "a row with a field rows do not have",
         "a body digest not of hex",
         "a body digest of request 0",
     ):

@@ -97,10 +97,13 @@ def test_a_long_session_is_shown_a_window_at_a_time(watched: Watched, tmp_path: 
     with served(create_app(store)) as url:
         page.goto(f"{url}/s/long")
         assert page.locator(".window b").first.inner_text() == "requests 51–60 of 60"
-        assert page.locator("svg.chart g.bar").count() == 60  # the chart is whole
+        assert page.locator("svg.chart g.bar").count() == 10  # the chart is the window's
         assert page.locator("details.request").count() == 10
-        page.locator("svg.chart g.bar[data-index='7'] > a").click()  # on another page
-        page.wait_for_url("**/s/long?req=7#req-7")
+        assert page.locator('[data-total="requests"]').inner_text() == "60"  # totals: all
+        page.locator(".window a:has-text('first')").first.click()
+        page.wait_for_url("**/s/long?req=1")
+        assert page.locator("svg.chart g.bar").count() == 50
+        page.locator("svg.chart g.bar[data-index='7'] > a").click()
         assert page.locator("details.request").count() == 50
         assert page.locator("#req-7").count() == 1
         assert page.locator("#req-51").count() == 0

@@ -2,7 +2,7 @@
 (internal: docs/architecture.md).
 """
 
-from tapelog.audit._body_digests import BodyDigest
+from tapelog.audit._body_digests import BodyDigest, WirePieces
 from tapelog.audit._cache_report import CacheTotals, RequestCache
 from tapelog.audit._cache_watch import CacheWatch
 from tapelog.audit._checkpoint import (
@@ -28,6 +28,7 @@ from tapelog.audit._report_html import (
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import header_change, message_html
+from tapelog.audit._segments import SegmentRenderer
 from tapelog.audit._sentences import edit_sentence, header_sentence
 
 __all__ = [
@@ -42,7 +43,9 @@ __all__ = [
     "ReportWindow",
     "RequestCache",
     "ResumePoint",
+    "SegmentRenderer",
     "Timeline",
+    "WirePieces",
     "checkpoint_blob",
     "checkpoint_path",
     "edit_sentence",

@@ -17,14 +17,16 @@ again when no chain is kept: docs/format.md, "Cache audit checkpoint").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
 from tapelog.audit._segments import SegmentRenderer
 from tapelog.cache._api import PrefixStore, Prompt, Rule
 
-__all__ = ["AuditState", "Seen"]
+__all__ = ["AuditState", "KeyTable", "Seen"]
 
 
 class Seen:
@@ -86,11 +88,22 @@ class AuditState:
         return stores, {_rule(rule): Seen(keys) for rule, keys in self.seen.items()}
 
     def to_json(self) -> dict[str, Any]:
+        """The state with every prefix key written once, in a shared key table
+        (docs/format.md, "Cache audit checkpoint"): the cache, the prefixes
+        seen and the last chain hold mostly the same keys."""
+        chain = self.chain
+        chained = () if chain is None else chain["keys"]
+        table = KeyTable(*self.stores.values(), *self.seen.values(), chained)
+        stores = {rule: table.runs(table.indexes(keys)) for rule, keys in self.stores.items()}
+        seen = {rule: table.runs(sorted(table.indexes(keys))) for rule, keys in self.seen.items()}
+        if chain is not None:
+            chain = {**chain, "keys": table.runs(table.indexes(chained))}
         return {
             "requests": self.requests,
-            "stores": {rule: list(keys) for rule, keys in self.stores.items()},
-            "seen": {rule: list(keys) for rule, keys in self.seen.items()},
-            "chain": self.chain,
+            "keys": table.text(),
+            "stores": stores,
+            "seen": seen,
+            "chain": chain,
         }
 
     @classmethod
@@ -100,10 +113,66 @@ class AuditState:
         requests = obj["requests"]
         if not isinstance(requests, int) or isinstance(requests, bool) or requests < 0:
             raise ValueError("requests")
+        keys = KeyTable.read(obj["keys"])
         chain = obj["chain"]
-        if chain is not None and not isinstance(chain, dict):
-            raise ValueError("chain")
-        return cls(requests, _key_sets(obj["stores"]), _key_sets(obj["seen"]), chain)
+        if chain is not None:
+            if not isinstance(chain, dict):
+                raise ValueError("chain")
+            chain = {**chain, "keys": list(_keyed(keys, chain["keys"]))}
+        return cls(requests, _key_sets(keys, obj["stores"]), _key_sets(keys, obj["seen"]), chain)
+
+
+_DIGEST = 32
+"""A prefix key is the hex of a SHA-256 digest (``chain_segments``): 32 bytes."""
+
+
+class KeyTable:
+    """Prefix keys, each kept once, named by their position.
+
+    In a checkpoint the table is one base64 string of the keys' digests, 32
+    bytes each (43 characters a key instead of 67 for a quoted hex string),
+    and a list of keys is its positions as runs: ``[[first, count], ...]``
+    (a simulated cache holds its keys in table order, so its list is one run).
+    """
+
+    def __init__(self, *key_lists: Iterable[str]) -> None:
+        """The table of every key of ``key_lists``, in the order first met."""
+        self._keys = list(dict.fromkeys(itertools.chain.from_iterable(key_lists)))
+        self._index = {key: i for i, key in enumerate(self._keys)}
+
+    def indexes(self, keys: Iterable[str]) -> list[int]:
+        """The position of each key (each one of the table's)."""
+        return list(map(self._index.__getitem__, keys))
+
+    @staticmethod
+    def runs(indexes: Iterable[int]) -> list[list[int]]:
+        """Positions as ``[first, count]`` runs, in order."""
+        out: list[list[int]] = []
+        first = previous = -2
+        for i in indexes:
+            if i != previous + 1:
+                if previous >= 0:
+                    out.append([first, previous - first + 1])
+                first = i
+            previous = i
+        if previous >= 0:
+            out.append([first, previous - first + 1])
+        return out
+
+    def text(self) -> str:
+        """The table: the digests in position order, as one base64 string."""
+        raw = b"".join(map(bytes.fromhex, self._keys))
+        return base64.b64encode(raw).decode("ascii")
+
+    @staticmethod
+    def read(text: Any) -> list[str]:
+        """The keys of a table :meth:`text` wrote (``ValueError`` on anything else)."""
+        if not isinstance(text, str):
+            raise ValueError("key table")
+        raw = base64.b64decode(text, validate=True)
+        if len(raw) % _DIGEST:
+            raise ValueError("key table")
+        return [raw[i : i + _DIGEST].hex() for i in range(0, len(raw), _DIGEST)]
 
 
 _RULES: frozenset[str] = frozenset(get_args(Rule))
@@ -115,12 +184,19 @@ def _rule(name: str) -> Rule:
     return name  # type: ignore[return-value]  # checked against every Rule
 
 
-def _key_sets(obj: Any) -> dict[str, tuple[str, ...]]:
+def _keyed(table: list[str], runs: Any) -> Iterator[str]:
+    """The keys that ``[first, count]`` runs name in ``table``."""
+    if not isinstance(runs, list):
+        raise ValueError("runs")
+    for first, count in runs:
+        if not (type(first) is int and type(count) is int and count > 0 and first >= 0):
+            raise ValueError("run")
+        if first + count > len(table):
+            raise ValueError("run past the key table")
+        yield from table[first : first + count]
+
+
+def _key_sets(table: list[str], obj: Any) -> dict[str, tuple[str, ...]]:
     if not isinstance(obj, dict):
         raise ValueError("key sets")
-    out: dict[str, tuple[str, ...]] = {}
-    for rule, keys in obj.items():
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise ValueError("keys")
-        out[_rule(rule)] = tuple(keys)
-    return out
+    return {_rule(rule): tuple(_keyed(table, runs)) for rule, runs in obj.items()}

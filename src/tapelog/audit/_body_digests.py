@@ -12,12 +12,16 @@ kept and copied. The digests are those of the joined bytes, whatever the parts.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from tapelog.llm._api import BodyCache, encode_wire_body, wire_for
+from tapelog.log._api import EpochHeader
 from tapelog.request._api import WalkedRequest
 
-__all__ = ["BodyDigest", "ChainedSha256", "body_digests"]
+T = TypeVar("T")
+
+__all__ = ["BodyDigest", "ChainedSha256", "WirePieces", "body_digests"]
 
 BodyDigest = tuple[int, str]
 """A request body's byte length and SHA-256 (hex): what the page says of it."""
@@ -50,13 +54,40 @@ class ChainedSha256:
         return whole.hexdigest()
 
 
-def body_digests(walked: Sequence[WalkedRequest]) -> dict[int, BodyDigest]:
+WirePieces = Callable[[EpochHeader], Mapping[int, bytes]]
+"""The wire bytes of history nodes (by seq) for requests with a header's wire,
+as an audit rendered them (``SegmentRenderer.wire_pieces``)."""
+
+
+class _Seeded(BodyCache):
+    """A piece cache that first takes a node's bytes from ``known`` (what the
+    audit encoded already: the very bytes the wire makes of the node)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.known: Mapping[int, bytes] = {}
+        self.seeded = 0
+
+    def piece(self, seq: int | None, message: Mapping[str, Any], make: Callable[[], T]) -> T:
+        found = self.known.get(seq) if seq is not None else None
+        if found is None:
+            return super().piece(seq, message, make)
+        self.seeded += 1
+        return found  # type: ignore[return-value]  # a wire piece: bytes
+
+
+def body_digests(
+    walked: Sequence[WalkedRequest], pieces: WirePieces | None = None
+) -> dict[int, BodyDigest]:
     """Each request's :data:`BodyDigest`, by request index: its body as its
-    wire encodes it (the bytes the request sent)."""
-    cache, chained = BodyCache(), ChainedSha256()
+    wire encodes it (the bytes the request sent). ``pieces``: the nodes'
+    wire bytes an audit of these requests encoded (not encoded again)."""
+    cache, chained = _Seeded(), ChainedSha256()
     out: dict[int, BodyDigest] = {}
     for item in walked:
         request = item.request()
+        if pieces is not None:
+            cache.known = pieces(request.header)
         body = encode_wire_body(wire_for(request.config), request, cache=cache)
         out[item.index] = (body.size, chained.digest(body.parts))
     return out

@@ -13,9 +13,9 @@ events that explain it. Pure and offline; the cost is proportional to the log
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final, NamedTuple
 
 from tapelog.audit._audit_state import AuditState, Seen
 from tapelog.audit._bottom_line import BottomLine, bottom_line
@@ -173,6 +173,7 @@ def audit_requests(
     resume: tuple[AuditState, Sequence[RequestCache]] | None = None,
     keep_before: int | None = None,
     keep: bool = True,
+    renderer: SegmentRenderer | None = None,
 ) -> tuple[list[RequestCache], AuditState | None]:
     """The rows of ``requests`` (a whole walk, in send order), and (``keep``)
     the state after the last request anchored before seq ``keep_before`` (all
@@ -181,8 +182,10 @@ def audit_requests(
     ``resume`` is such a state with the rows it covers: those requests are not
     audited again; the last of them is taken from the state's chain (or
     rendered again), for what the next one compares with (``_audit_state``).
+    ``renderer``: a fresh one to render with, for a caller that then takes
+    the nodes' wire pieces from it (:meth:`SegmentRenderer.wire_pieces`).
     """
-    renderer = SegmentRenderer()
+    renderer = SegmentRenderer() if renderer is None else renderer
     stores: dict[Rule, PrefixStore] = {}
     seen: dict[Rule, Seen] = {}
     rows: list[RequestCache] = []
@@ -194,21 +197,32 @@ def audit_requests(
     previous: Previous | None = None
     kept_state: AuditState | None = None
     keep_at = keep_before if keep and keep_before is not None else -1
-    with paused_gc():
+    seq = -1
+    with paused_gc(), _reading(lambda: seq):
         for request in requests:
+            seq = request.boundary_seq
             if request.index <= done:
                 if request.index == done:
-                    with reading_seq(request.boundary_seq):
-                        previous = _resumed_previous(request, renderer, chain)
+                    previous = _resumed_previous(request, renderer, chain)
                 continue
-            if kept_state is None and 0 <= keep_at <= request.boundary_seq:
+            if kept_state is None and 0 <= keep_at <= seq:
                 kept_state = AuditState.of(len(rows), stores, seen, renderer)
-            with reading_seq(request.boundary_seq):
-                row, previous = _audit_one(request, renderer, stores, seen, previous)
+            row, previous = _audit_one(request, renderer, stores, seen, previous)
             rows.append(row)
     if keep and kept_state is None:
         kept_state = AuditState.of(len(rows), stores, seen, renderer)
     return rows, kept_state
+
+
+@contextlib.contextmanager
+def _reading(seq: Callable[[], int]) -> Iterator[None]:
+    """:func:`reading_seq` of the request being audited (``seq()``), with one
+    context for the whole loop instead of one per request."""
+    try:
+        yield
+    except Exception:
+        with reading_seq(seq()):
+            raise
 
 
 def report_of_rows(session_id: str | None, rows: Sequence[RequestCache]) -> CacheReport:
@@ -312,9 +326,9 @@ def _reset_cause(request: WalkedRequest, previous: Previous | None) -> CacheCaus
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Counts:
-    """A request's token counts, the simulation carried over to the reported scale."""
+class _Counts(NamedTuple):
+    """A request's token counts, the simulation carried over to the reported scale
+    (a named tuple: two are made per audited request)."""
 
     prompt: int
     reported: int
@@ -382,7 +396,7 @@ def _row(
     verdict = provider_verdict(usage)
     drop = not extends or counts.short or reset is not None
     could = max(counts.expected, counts.held)
-    return RequestCache(
+    return _request_cache(
         **request_fields(request),
         rule=rule,
         prompt_tokens=counts.prompt,
@@ -396,6 +410,27 @@ def _row(
         provider_agrees=agrees(verdict, causes),
         lost_tokens=max(0, could - counts.reported) if drop and counts.usage_logged else 0,
     )
+
+
+_SLOTS: Final = tuple(getattr(RequestCache, f.name).__set__ for f in fields(RequestCache))
+_NAMES: Final = tuple(f.name for f in fields(RequestCache))
+
+
+def request_cache_of(values: Mapping[str, Any]) -> RequestCache:
+    """``RequestCache(**values)`` with exactly every field given (else
+    ``ValueError``), its slots set directly: a frozen dataclass's ``__init__``
+    calls ``object.__setattr__`` once per field (17 here), for each row an
+    audit makes or a checkpoint holds."""
+    if len(values) != len(_NAMES):
+        raise ValueError("a cache row names every field once")
+    row: RequestCache = object.__new__(RequestCache)
+    for name, slot in zip(_NAMES, _SLOTS, strict=True):
+        slot(row, values[name])
+    return row
+
+
+def _request_cache(**values: Any) -> RequestCache:
+    return request_cache_of(values)
 
 
 def _totals(rows: Sequence[RequestCache]) -> CacheTotals:

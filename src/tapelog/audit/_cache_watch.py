@@ -69,13 +69,11 @@ class CacheWatch:
         rows: list[RequestCache] = []
         for seq in range(self._next, len(events)):
             with reading_seq(seq):
-                walked = self._walker.visit(events[seq])
-                if walked is None:
-                    continue
-                row, self._previous = _audit_one(
-                    walked, self._renderer, self._stores, self._seen, self._previous
-                )
-            rows.append(row)
+                for walked in self._walker.visit(events[seq]):
+                    row, self._previous = _audit_one(
+                        walked, self._renderer, self._stores, self._seen, self._previous
+                    )
+                    rows.append(row)
         self._next = len(events)
         return rows
 

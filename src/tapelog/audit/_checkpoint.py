@@ -41,11 +41,18 @@ from typing import Any, Final
 
 from tapelog._version import __version__
 from tapelog.audit._audit_state import AuditState
-from tapelog.audit._body_digests import BodyDigest, body_digests
+from tapelog.audit._body_digests import BodyDigest, WirePieces, body_digests
 from tapelog.audit._cache_cause import CacheCause
-from tapelog.audit._cache_report import CacheReport, RequestCache, audit_requests, report_of_rows
+from tapelog.audit._cache_report import (
+    CacheReport,
+    RequestCache,
+    audit_requests,
+    report_of_rows,
+    request_cache_of,
+)
+from tapelog.audit._segments import SegmentRenderer
 from tapelog.log import decode, encode
-from tapelog.log._api import Session, encode_trusted
+from tapelog.log._api import Session, encode_trusted, paused_gc
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
@@ -63,7 +70,7 @@ __all__ = [
 ]
 
 _FORMAT: Final = "tapelog/cache-audit"
-_VERSION: Final = 3
+_VERSION: Final = 4
 BODIES_KEPT: Final = 50
 """How many of the last requests' body digests a checkpoint keeps: at least
 ``tapelog serve``'s window (``tapelog.serve._session_page.WINDOW``), so the
@@ -100,13 +107,14 @@ class Checkpoint:
     state_line: bytes
     state_sha256: str
 
-    def covers(self, data: bytes, read_as: str | None) -> bool:
+    def covers(self, data: bytes, read_as: str | None, *, sha256: str | None = None) -> bool:
         """Whether it is the audit of exactly ``data`` read as ``read_as``
-        (``None``: read any way, for a caller that has the load's own warnings)."""
+        (``None``: read any way, for a caller that has the load's own warnings).
+        ``sha256``: the hex SHA-256 of ``data``, when the caller hashed it already."""
         return (
             read_as in (None, self.read_as)
             and self.size == len(data)
-            and self.sha256 == _sha256(data)
+            and self.sha256 == (sha256 or _sha256(data))
         )
 
     def extended_by(self, data: bytes) -> bool:
@@ -148,25 +156,27 @@ def _row(obj: Mapping[str, Any]) -> RequestCache:
     fields = dict(obj)
     fields.pop("cross_session_tokens", None)  # derived from the counts
     verdict = fields.pop("provider_verdict", None)  # the provider's own, when it gave one
-    if verdict is not None:
-        fields["provider_verdict"] = verdict["verdict"]
-        fields["provider_agrees"] = verdict["agrees"]
-    causes = tuple(
+    fields["provider_verdict"] = None if verdict is None else verdict["verdict"]
+    fields["provider_agrees"] = None if verdict is None else verdict["agrees"]
+    fields["causes"] = tuple(
         CacheCause(kind=c["kind"], seqs=tuple(c["seqs"]), detail=c["detail"])
-        for c in fields.pop("causes")
+        for c in fields["causes"]
     )
-    return RequestCache(**fields, causes=causes)
+    return request_cache_of(fields)
 
 
 def kept_bodies(
-    walked: Sequence[WalkedRequest], known: Mapping[int, BodyDigest]
+    walked: Sequence[WalkedRequest],
+    known: Mapping[int, BodyDigest],
+    pieces: WirePieces | None = None,
 ) -> dict[int, BodyDigest]:
     """The body digests of the last :data:`BODIES_KEPT` of ``walked`` (a whole
     walk of the log), taken from ``known`` (a checkpoint's, for requests its
-    log and this one share) where it has them, the others encoded."""
+    log and this one share) where it has them, the others encoded (from the
+    audit's wire ``pieces`` of their nodes, where given)."""
     last = walked[-BODIES_KEPT:]
     out = {w.index: known[w.index] for w in last if w.index in known}
-    out.update(body_digests([w for w in last if w.index not in out]))
+    out.update(body_digests([w for w in last if w.index not in out], pieces))
     return dict(sorted(out.items()))
 
 
@@ -185,6 +195,19 @@ def checkpoint_blob(
 
     Three lines: what it covers with each section's SHA-256, the rows, the
     warnings and the body digests, the state (read only to resume: the largest part)."""
+    with paused_gc():  # many small containers made and dropped beside a loaded log
+        return _blob(data, read_as, events, report, warnings, state, bodies)
+
+
+def _blob(
+    data: bytes,
+    read_as: str,
+    events: int,
+    report: CacheReport,
+    warnings: Sequence[str],
+    state: AuditState,
+    bodies: Mapping[int, BodyDigest],
+) -> bytes:
     # The rows and the state are the audit's own values (log data, ints and
     # strings): encoded without the validating walk, the same bytes.
     rows = encode_trusted(
@@ -278,13 +301,17 @@ def resumed_audit(
     resume: ResumePoint | None,
     *,
     walked: Iterable[WalkedRequest] | None = None,
+    renderer: SegmentRenderer | None = None,
 ) -> tuple[CacheReport, AuditState]:
     """The cache audit of ``session``, resumed from ``resume`` (a checkpoint's
     :meth:`~Checkpoint.resume_point` for a prefix of this log) when given; and
     the state a new checkpoint keeps: after the last request that began before
-    the log's last ``step/start`` (that step may still grow)."""
+    the log's last ``step/start`` (that step may still grow). ``renderer``:
+    see :func:`audit_requests`."""
     requests = walk_requests(session) if walked is None else walked
-    rows, state = audit_requests(requests, resume=resume, keep_before=_last_step(session))
+    rows, state = audit_requests(
+        requests, resume=resume, keep_before=_last_step(session), renderer=renderer
+    )
     assert state is not None  # kept unless told not to
     return report_of_rows(session.id, rows), state
 

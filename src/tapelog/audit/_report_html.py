@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -28,14 +28,14 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from tapelog.audit._body_digests import BodyDigest, body_digests
+from tapelog.audit._body_digests import BodyDigest, WirePieces, body_digests
 from tapelog.audit._cache_cause import CacheCause
 from tapelog.audit._cache_report import CacheReport, RequestCache, cache_report
 from tapelog.audit._report_chart import Bar, chart_svg, legend_html
 from tapelog.audit._report_links import ReportLinks
 from tapelog.audit._report_timeline import Timeline
 from tapelog.audit._report_views import ShownRequest, header_keys, requests_html
-from tapelog.log._api import Event, Session, encode_trusted
+from tapelog.log._api import Event, Session, SessionEvents, encode_trusted
 from tapelog.request import walk_requests
 from tapelog.request._api import WalkedRequest
 
@@ -153,7 +153,7 @@ def _header(session: Session, report: CacheReport, links: ReportLinks) -> str:
     models = dict.fromkeys(f"{r.provider} / {r.model}" for r in report.requests)
     info = session.info
     created = datetime.fromtimestamp(info.created / 1000, UTC)
-    turns = sum(1 for e in session.events if e.type == "turn/start")
+    turns = sum(1 for t in session.events.types() if t == "turn/start")  # no event made
     turn_word = "turn" if turns == 1 else "turns"
     facts = [
         ("requests", "requests", f"{totals.requests:,}"),
@@ -201,6 +201,11 @@ class ReportWindow:
     end_seq: int
 
 
+def _types(events: Sequence[Event]) -> Iterable[str]:
+    """Each event's type; of a session's events without making the packed ones."""
+    return events.types() if isinstance(events, SessionEvents) else (e.type for e in events)
+
+
 def report_windows(
     events: Sequence[Event], walked: Sequence[WalkedRequest], size: int
 ) -> list[ReportWindow]:
@@ -210,7 +215,7 @@ def report_windows(
     or at that request's ``step/start`` when the turn began in the window
     before; the last window runs to the end of the log.
     """
-    turns = [e.seq for e in events if e.type == "turn/start"]
+    turns = [seq for seq, t in enumerate(_types(events)) if t == "turn/start"]
     bounds = [w.boundary_seq for w in walked]
 
     def cut(index: int) -> int:  # where request ``index``'s window starts
@@ -251,13 +256,14 @@ def _shown(
     window: ReportWindow,
     links: ReportLinks,
     bodies: Mapping[int, BodyDigest],
+    pieces: WirePieces | None = None,
 ) -> list[ShownRequest]:
     """The window's requests, rebuilt; their bodies' digests from ``bodies``
     where it has them, else encoded (:func:`body_digests`)."""
     shown = []
     span = slice(window.first - 1, window.last)
     missing = [item for item in walked[span] if item.index not in bodies]
-    bodies = {**bodies, **body_digests(missing)} if missing else bodies
+    bodies = {**bodies, **body_digests(missing, pieces)} if missing else bodies
     for item, row in zip(walked[span], rows[span], strict=True):
         request = item.request()
         body = bodies[item.index]
@@ -281,17 +287,20 @@ def report_parts(
     window: ReportWindow | None = None,
     links: ReportLinks | None = None,
     bodies: Mapping[int, BodyDigest] | None = None,
+    pieces: WirePieces | None = None,
     text_limit: int = 4000,
 ) -> ReportParts:
     """Every part of ``session``'s report, rendered by the report's views.
 
     ``walked`` (its loop requests) and ``audit`` (its :func:`cache_report`) are
-    computed unless given (a server keeps them between pages). The chart, the
-    totals and the breaks cover the whole session; the timeline and the
-    requests only ``window`` (default: all of it). ``text_limit`` caps each
+    computed unless given (a server keeps them between pages). The totals and
+    the breaks cover the whole session; the chart, the report's JSON, the
+    timeline and the requests only ``window`` (default: all of it), so a
+    server's page of a long session costs its window, not the session. ``text_limit`` caps each
     text shown in the message view (a note says how much was cut). ``bodies``
     holds digests of request bodies known already (a checkpoint's,
-    :func:`body_digests` of this log's requests); the others are encoded.
+    :func:`body_digests` of this log's requests); the others are encoded, from
+    ``pieces`` (the nodes' wire bytes the audit rendered) where given.
     """
     links = links or ReportLinks()
     events = session.events
@@ -302,6 +311,7 @@ def report_parts(
         raise AssertionError("the cache audit and the rebuild disagree on the loop requests")
     if window is None:
         window = ReportWindow(first=1, last=len(walked), first_seq=0, end_seq=len(events))
+    shown = rows[window.first - 1 : window.last]
     bars = [
         Bar(
             index=row.index,
@@ -312,9 +322,9 @@ def report_parts(
             expected=row.cached_expected if row.usage_logged else None,
             breaks=tuple((c.kind, c.label) for c in row.causes),
         )
-        for row in rows
+        for row in shown
     ]
-    kinds = {c.kind: _CAUSE_TEXT.get(c.kind, c.kind) for r in rows for c in r.causes}
+    kinds = {c.kind: _CAUSE_TEXT.get(c.kind, c.kind) for r in shown for c in r.causes}
     request_at = {w.boundary_seq: w.index for w in walked}
     timeline = Timeline(request_at.get, links)
     for seq in range(window.first_seq, window.end_seq):
@@ -337,14 +347,23 @@ def report_parts(
         breaks=_breaks_table(rows, links),
         timeline=timeline.html(),
         requests=requests_html(
-            _shown(walked, rows, window, links, bodies or {}),
+            _shown(walked, rows, window, links, bodies or {}, pieces),
             text_limit,
             links,
             before=before,
             seen=seen,
         ),
-        data=_script_json(audit.to_json()),
+        data=_script_json(_report_json(audit, shown)),
     )
+
+
+def _report_json(audit: CacheReport, rows: Sequence[RequestCache]) -> dict[str, Any]:
+    """``audit.to_json()`` with the rows ``rows`` (a window's; all of them: the same)."""
+    return {
+        "session": audit.session,
+        "requests": [r.to_json() for r in rows],
+        "totals": audit.totals.to_json(),
+    }
 
 
 @cache

@@ -15,7 +15,7 @@ Tests check that the result equals rendering the full encoded body.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -36,7 +36,7 @@ from tapelog.cache._api import (
 )
 from tapelog.llm import LlmRequest
 from tapelog.llm._api import AnthropicWire, BodyCache, OpenAIWire, ResponsesWire, merges, wire_for
-from tapelog.log._api import EpochHeader, FrozenDict, concat_frozen
+from tapelog.log._api import EpochHeader, FrozenDict, History, concat_frozen, encode_trusted
 
 __all__ = ["SegmentRenderer", "rule_for"]
 
@@ -65,11 +65,17 @@ class SegmentRenderer:
     """
 
     def __init__(self) -> None:
-        self._openai_pieces: dict[tuple[int, object], SegmentSource] = {}
-        self._responses_pieces: dict[tuple[int, object], list[SegmentSource]] = {}
+        # Per chain key (``_identity``), per node seq: each node rendered once.
+        self._openai_pieces: dict[object, dict[int, SegmentSource]] = {}
+        self._openai_bytes: dict[object, dict[int, bytes]] = {}
+        """Each node's wire bytes (the body's piece), per chain key: what
+        :meth:`wire_pieces` gives the body digests, so they encode no node again."""
+        self._responses_pieces: dict[object, dict[int, list[SegmentSource]]] = {}
         self._anthropic_cache = _KeepCache()
         self._key: object = None
         self._header: EpochHeader | None = None
+        self._identity: tuple[Rule, Any, object] = ("deepseek", None, None)
+        """``_identity(self._header)``: a header held on costs nothing to look up."""
         self._count = 0  # history nodes rendered so far
         self._segments: list[Segment] = []
         self._ends: list[int] = []
@@ -88,7 +94,10 @@ class SegmentRenderer:
         *,
         appended_only: bool,
     ) -> tuple[Rule, Prompt]:
-        rule, wire, key = _identity(header)
+        if header is self._header:  # the walk hands the same header object on
+            rule, wire, key = self._identity
+        else:
+            rule, wire, key = self._identity = _identity(header)
         same = (
             appended_only
             and key == self._key
@@ -97,6 +106,7 @@ class SegmentRenderer:
         )
         if not same:
             self._start(rule, header, wire, key)
+        self._header = header  # equal if kept: the next request's is likely this object
         if isinstance(wire, OpenAIWire):
             self._extend_openai(wire, header, nodes)
         elif isinstance(wire, ResponsesWire):
@@ -131,7 +141,7 @@ class SegmentRenderer:
         :meth:`chain` it left then (kept by a checkpoint) instead of rendering
         every node again; ``None`` when ``chain`` cannot be that (the caller
         renders). The per-node pieces are not kept: a later re-render makes them."""
-        rule, wire, key = _identity(header)
+        rule, wire, key = self._identity = _identity(header)
         keys, tokens, points = chain["keys"], chain["tokens"], set(chain["breakpoints"])
         if (
             isinstance(wire, AnthropicWire)
@@ -199,16 +209,23 @@ class SegmentRenderer:
         self, wire: OpenAIWire, header: EpochHeader, nodes: Sequence[tuple[int, FrozenDict]]
     ) -> None:
         model = header.config.model
-        key = self._key
+        pieces = self._openai_pieces.setdefault(self._key, {})
+        wire_bytes = self._openai_bytes.setdefault(self._key, {})
         sources: list[SegmentSource] = []
-        for i in range(self._count, len(nodes)):
-            seq, message = nodes[i]
-            source = self._openai_pieces.get((seq, key))
+        for i, (seq, message) in _new_nodes(nodes, self._count):
+            source = pieces.get(seq)
             if source is None:
                 piece = wire.message(message, model=model, where=f"messages[{i}]")
-                source = self._openai_pieces[(seq, key)] = openai_message_source(piece)
+                plain = wire_bytes[seq] = memoryview(encode_trusted(piece)).tobytes()
+                source = pieces[seq] = openai_message_source(piece, plain)
             sources.append(source)
         self._chain(sources)
+
+    def wire_pieces(self, header: EpochHeader) -> Mapping[int, bytes]:
+        """The wire bytes of the history nodes rendered for requests with
+        ``header``'s wire (by node seq): the pieces its body is made of (the
+        OpenAI-compatible wire's; none for the others)."""
+        return self._openai_bytes.get(_identity(header)[2], {})
 
     # --- OpenAI Responses --------------------------------------------------------
 
@@ -216,15 +233,13 @@ class SegmentRenderer:
         self, wire: ResponsesWire, nodes: Sequence[tuple[int, FrozenDict]]
     ) -> None:
         """Each new node's input items (none, one or several), rendered once per node."""
-        key = self._key
+        pieces = self._responses_pieces.setdefault(self._key, {})
         sources: list[SegmentSource] = []
-        for i in range(self._count, len(nodes)):
-            seq, message = nodes[i]
-            found = self._responses_pieces.get((seq, key))
+        for i, (seq, message) in _new_nodes(nodes, self._count):
+            found = pieces.get(seq)
             if found is None:
                 items = wire.items(message, where=f"messages[{i}]")
-                found = [responses_item_source(item) for item in items]
-                self._responses_pieces[(seq, key)] = found
+                found = pieces[seq] = [responses_item_source(item) for item in items]
             sources.extend(found)
         self._chain(sources)
 
@@ -295,6 +310,18 @@ class SegmentRenderer:
                 firsts.append(i)
                 role = wire_role
         return firsts
+
+
+def _new_nodes(
+    nodes: Sequence[tuple[int, FrozenDict]], start: int
+) -> Iterable[tuple[int, tuple[int, FrozenDict]]]:
+    """``(i, nodes[i])`` from ``start`` on (a :class:`History` is read from its
+    lists: a request's new nodes are a few of many)."""
+    if isinstance(nodes, History):
+        end = len(nodes)
+        pairs = zip(nodes.seqs[start:end], nodes.messages[start:end], strict=True)
+        return enumerate(pairs, start)
+    return ((i, nodes[i]) for i in range(start, len(nodes)))
 
 
 def _identity(header: EpochHeader) -> tuple[Rule, Any, object]:

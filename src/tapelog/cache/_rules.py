@@ -81,13 +81,28 @@ def chain_segments(
     """
     previous = after[-1].key if after else hashlib.sha256(root.encode("utf-8")).hexdigest()
     out: list[Segment] = []
+    sha256, append = hashlib.sha256, out.append
     for source in sources:
-        h = hashlib.sha256(previous.encode("ascii"))
-        h.update(b"\x00")
-        h.update(source.identity)
-        previous = h.hexdigest()
-        out.append(Segment(key=previous, tokens=source.tokens, breakpoint=source.breakpoint))
+        # sha256(previous key, NUL, identity): one call per segment of every audited request.
+        previous = sha256(b"%s\x00%s" % (previous.encode("ascii"), source.identity)).hexdigest()
+        append(_segment(previous, source.tokens, source.breakpoint))
     return out
+
+
+def _segment(key: str, tokens: int, breakpoint: bool) -> Segment:
+    """``Segment(key, tokens, breakpoint)`` without the frozen dataclass's
+    ``__init__`` (three ``object.__setattr__`` calls): the slots set directly."""
+    segment = _new(Segment)
+    _set_key(segment, key)
+    _set_tokens(segment, tokens)
+    _set_breakpoint(segment, breakpoint)
+    return segment
+
+
+_new = object.__new__
+_set_key = Segment.__dict__["key"].__set__
+_set_tokens = Segment.__dict__["tokens"].__set__
+_set_breakpoint = Segment.__dict__["breakpoint"].__set__
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +155,15 @@ class _Keys(Sequence[str]):
         raise IndexError(index)
 
     def __iter__(self) -> Iterator[str]:
+        return self.from_index(0)
+
+    def from_index(self, start: int) -> Iterator[str]:
+        """The keys from position ``start`` on (a store adds only the new ones)."""
         for run, n in self._runs:
-            for i in range(n):
-                yield run[i].key
+            if start < n:
+                for i in range(max(start, 0), n):
+                    yield run[i].key
+            start -= n
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
@@ -307,10 +328,15 @@ class PrefixStore:
         now = self.clock()
         writes = outcome.writes
         start = outcome.known if self.ttl_seconds is None else 0
+        touched = self._touched
         for key in outcome.hits:
-            self._touched[key] = now
-        for i in range(start, len(writes)):
-            self._touched[writes[i]] = now
+            touched[key] = now
+        if isinstance(writes, _Keys):
+            for key in writes.from_index(start):
+                touched[key] = now
+        else:
+            for i in range(start, len(writes)):
+                touched[writes[i]] = now
 
     def clear(self) -> None:
         self._touched.clear()

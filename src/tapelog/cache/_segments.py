@@ -22,6 +22,7 @@ estimate is deterministic and that a byte change changes the identity.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,7 +87,14 @@ def _envelope(value: Any, *, drop: frozenset[str] = frozenset()) -> Any:
     return value
 
 
-_MARKERS: tuple[bytes, ...] = tuple(f'"{k}":'.encode() for k in sorted(_OPAQUE))
+def _key_marker(keys: frozenset[str]) -> re.Pattern[bytes]:
+    """Where one of ``keys`` shows as an object key (``"k":``) in encoded JSON."""
+    return re.compile(b'"(?:' + b"|".join(re.escape(k.encode()) for k in sorted(keys)) + b')":')
+
+
+_OPAQUE_MARK = _key_marker(_OPAQUE)
+_DROP_MARKS = frozenset({"cache_control"})
+_OPAQUE_OR_DROPPED_MARK = _key_marker(_OPAQUE | _DROP_MARKS)
 
 
 def _sorted_identity(value: Any, plain: bytes, *, drop: frozenset[str] = frozenset()) -> bytes:
@@ -97,8 +105,13 @@ def _sorted_identity(value: Any, plain: bytes, *, drop: frozenset[str] = frozens
     bytes only sends it the slow way), sorting every object's keys is the whole
     envelope; otherwise the Python walk keeps opaque values as sent.
     """
-    markers = _MARKERS if not drop else (*_MARKERS, *(f'"{k}":'.encode() for k in drop))
-    if any(marker in plain for marker in markers):
+    if not drop:
+        marker = _OPAQUE_MARK
+    elif drop == _DROP_MARKS:
+        marker = _OPAQUE_OR_DROPPED_MARK
+    else:
+        marker = _key_marker(_OPAQUE | drop)
+    if marker.search(plain):
         return encode(_envelope(value, drop=drop))
     return encode_sorted_trusted(value)
 
@@ -112,12 +125,22 @@ def _without(value: Any, key: str) -> Any:
 # --- OpenAI-compatible chat completions -------------------------------------------
 
 
-def openai_message_source(message: Any) -> SegmentSource:
-    """One message as a segment; empty fields (``null``, ``""``, ``[]``) count as absent."""
-    plain = encode(message)
+_EMPTY: tuple[Any, ...] = (None, "", [])
+
+
+def openai_message_source(message: Any, plain: bytes | None = None) -> SegmentSource:
+    """One message as a segment; empty fields (``null``, ``""``, ``[]``) count as absent.
+
+    ``plain``: ``message``'s own encoding, when the caller has it (the audit
+    keeps it as the message's wire piece). The identity is
+    ``encode({"message": <sorted envelope>})``, written as its bytes (compact
+    JSON composes): one segment per history message of every request an
+    audit renders, so each call counts."""
+    if plain is None:
+        plain = encode(message)
     if isinstance(message, Mapping):
-        kept = {k: v for k, v in message.items() if k == "role" or v not in (None, "", [])}
-        identity = encode({"message": Fragment(_sorted_identity(kept, plain))})
+        kept = {k: v for k, v in message.items() if k == "role" or v not in _EMPTY}
+        identity = b'{"message":' + _sorted_identity(kept, plain) + b"}"
     else:
         identity = encode({"message": message})
     return SegmentSource(identity, estimate_bytes(plain))
@@ -185,9 +208,6 @@ def blocks_of(content: Any) -> list[Any]:
     if isinstance(content, list):
         return list(content)
     return []
-
-
-_DROP_MARKS = frozenset({"cache_control"})
 
 
 def _marked(block: Any) -> bool:

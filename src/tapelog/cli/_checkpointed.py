@@ -20,6 +20,7 @@ from tapelog.audit import CacheReport, cache_report
 from tapelog.audit._api import (
     BODIES_KEPT,
     Checkpoint,
+    SegmentRenderer,
     checkpoint_blob,
     checkpoint_path,
     kept_bodies,
@@ -112,9 +113,12 @@ def _audited(
     resume = None if kept is None else kept.resume_point(located.data)
     last: deque[WalkedRequest] = deque(maxlen=BODIES_KEPT)  # not the whole walk in memory
     requests = walk_requests(session) if walked is None else walked
-    report, state = resumed_audit(session, resume, walked=_keeping(requests, last))
+    renderer = SegmentRenderer()  # its nodes' wire pieces make the bodies too
+    report, state = resumed_audit(
+        session, resume, walked=_keeping(requests, last), renderer=renderer
+    )
     known = {} if kept is None or resume is None else kept.bodies_through(resume[0].requests)
-    bodies = kept_bodies(list(last), known)
+    bodies = kept_bodies(list(last), known, renderer.wire_pieces)
     blob = checkpoint_blob(
         located.data, located.read_as, len(session), report, warnings, state, bodies
     )

@@ -37,6 +37,7 @@ from tapelog.log._header import (
     system_lines,
 )
 from tapelog.log._pairing import OpenCall, ToolLedger, unanswered_tool_calls
+from tapelog.log._peek import peek_data
 from tapelog.log._projection import derive_event_message
 from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import REDACTED, has_secrets, scoped_secrets, secret_prefix_length
@@ -88,6 +89,7 @@ __all__ = [
     "names_a_secret",
     "new_session_id",
     "paused_gc",
+    "peek_data",
     "plan_repair",
     "repair_interrupted",
     "replay_decoded",

@@ -3,7 +3,7 @@
 The rule for which steps were sent lives here, once, for every reader that
 counts requests: :func:`tapelog.request.walk_requests` (and so the cache
 audit, ``tapelog requests``, the diff) feeds a step's events to a
-:class:`StepFold` while it looks ahead from the ``step/start``; the sessions
+:class:`StepFold` as its one pass over the log reaches them; the sessions
 list of ``tapelog serve`` feeds it the events as a store hands them over and
 reads the same answer. A step's request was sent unless
 
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tapelog.log._api import EpochHeader, Event, chunk_kind, fold_header_event
+from tapelog.log._api import EpochHeader, Event, chunk_kind, fold_header_event, peek_data
 
 __all__ = ["HEADER_TYPES", "HeaderChange", "StepFold"]
 
@@ -91,6 +91,15 @@ class StepFold:
         (the step has ended: at its ``step/end``, or before this event)."""
         return self._feed(event.type, event, None)
 
+    def feed_chunk(self, event: Event) -> bool:
+        """:meth:`feed` of an ``assistant/chunk`` (most of a step's events), directly."""
+        if self.closed:
+            return False
+        self._in_header = False
+        if chunk_kind(event) == "error":
+            self.failed_attempts += 1
+        return True
+
     def feed_data(self, etype: str, data: Mapping[str, Any]) -> bool:
         """:meth:`feed` for a reader that has an event's type and data only."""
         return self._feed(etype, None, data)
@@ -119,7 +128,9 @@ class StepFold:
             if event is not None and chunk_kind(event) == "error":
                 self.failed_attempts += 1
         elif etype == "step/end":
-            self._sent = (event.data if event is not None else data or {}).get("sent") is not False
+            self._sent = (peek_data(event) if event is not None else data or {}).get(
+                "sent"
+            ) is not False
             self.closed = True
         return True
 

@@ -18,8 +18,11 @@ the log with :func:`walk_requests`. It folds the events with the log's own fold
   ``"sent": false``. Its inputs are the fold at that event plus the region,
   instruction and ``max_tokens`` it logs.
 
-The cost is proportional to the log: each event is folded once and each step's
-own events are looked at once more.
+The cost is proportional to the log: each event is visited once. A step's
+request is made when the step ends (its ``step/end``, the next ``step/start``
+or ``turn/start``, or the end of the log), with the history and header taken
+at its ``step/start``; a ``step/start``'s payload is read (not frozen) once,
+when its request is made, and a ``step/end``'s for ``sent`` alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from tapelog._errors import LogError, TapelogError
 from tapelog.log._api import (
@@ -38,6 +41,7 @@ from tapelog.log._api import (
     Session,
     SessionEvents,
     fold_header_event,
+    peek_data,
 )
 from tapelog.request._request import (
     LlmRequest,
@@ -152,15 +156,6 @@ def trusted_events(
     return Session.from_events(source, id=session_id).events
 
 
-def _step_at(events: Sequence[Event], start: Event, folded: EpochHeader | None) -> StepFold:
-    """Look ahead through one step (its header events, answer, failed attempts, end)."""
-    step = StepFold(start.seq, folded)
-    for seq in range(start.seq + 1, len(events)):
-        if not step.feed(events[seq]) or step.closed:
-            break
-    return step
-
-
 def _one_shot_sent(events: Sequence[Event], start: Event) -> bool:
     cid = start.data.get("id")
     for seq in range(start.seq + 1, len(events)):
@@ -170,8 +165,55 @@ def _one_shot_sent(events: Sequence[Event], start: Event) -> bool:
     return True  # cut short by a crash: the call may have gone out
 
 
+class _Since:
+    """What the log did since the last request: header changes, ``compact/*``
+    events, surface replaces and appends (a request carries them)."""
+
+    __slots__ = ("appended", "changes", "compaction", "replaces")
+
+    def __init__(self) -> None:
+        self.changes: list[HeaderChange] = []
+        self.compaction: list[Event] = []
+        self.replaces: list[Event] = []
+        self.appended: list[int] = []
+
+    def then(self, step: list[HeaderChange], later: _Since) -> None:
+        """Keep this, then ``step``'s header changes, then ``later`` (a step that
+        was not sent: what it saw counts for the next request)."""
+        self.changes += step
+        self.changes += later.changes
+        self.compaction += later.compaction
+        self.replaces += later.replaces
+        self.appended += later.appended
+
+
+class _Pending:
+    """A step whose request is known once the step ends (its ``step/end``, the
+    next ``step/start`` or ``turn/start``, or the end of the log): its fold,
+    and what was true at its ``step/start``."""
+
+    __slots__ = ("fold", "nodes", "settled", "since", "start")
+
+    def __init__(self, start: Event, fold: StepFold, nodes: History, since: _Since) -> None:
+        self.start = start
+        self.fold = fold
+        self.nodes = nodes
+        self.since = since
+        self.settled = False
+        """Decided ahead of its end (a one-shot call logged inside the step)."""
+
+
+_NONE: tuple[WalkedRequest, ...] = ()
+_COMPACT_TYPES: Final = frozenset({"compact/start", "compact/summary", "compact/end"})
+
+
 class _Walker:
-    """The walk's state between events: the fold and what changed since the last request."""
+    """The walk's state between events: the fold, what changed since the last
+    request, and the step whose request waits for the step's end.
+
+    Each event is visited once, in seq order: a step's events are fed to its
+    :class:`StepFold` as they come, and its request is made when the step ends
+    (only a one-shot call logged inside an open step reads that step ahead)."""
 
     def __init__(self, events: Sequence[Event], session_id: str | None, one_shots: bool) -> None:
         self.events = events
@@ -179,71 +221,118 @@ class _Walker:
         self.one_shots = one_shots
         self.fold = LogFold()
         self.consumed: set[int] = set()
+        """Header events of steps read ahead: already theirs."""
         self.index = 0
-        self._reset()
+        self.since = _Since()
+        self.pending: _Pending | None = None
 
-    def _reset(self) -> None:
-        self.changes: list[HeaderChange] = []
-        self.compaction: list[Event] = []
-        self.replaces: list[Event] = []
-        self.appended: list[int] = []
-
-    def visit(self, event: Event) -> WalkedRequest | None:
-        """Fold ``event``; the request anchored at it, if one was sent."""
+    def visit(self, event: Event) -> tuple[WalkedRequest, ...]:
+        """Fold ``event``; the requests it lets the walk make (a step's at its
+        end; a one-shot's at its ``compact/start``), in send order."""
         etype = event.type
-        walked: WalkedRequest | None = None
+        pending = self.pending
+        if etype == "assistant/chunk":  # half of a log: a step's output, nothing more
+            if pending is not None:
+                pending.fold.feed_chunk(event)
+            self.fold.apply(event)
+            return _NONE
+        out = _NONE
+        own = False  # a header event of the open step's own header
+        if pending is not None:
+            step = pending.fold
+            fed = step.feed(event)
+            own = fed and etype in HEADER_TYPES and event.seq in step.header_seqs[-1:]
+            if step.closed:
+                out = self._close(pending)
         if etype == "step/start":
-            walked = self._step(event)
-        elif etype in HEADER_TYPES and event.seq not in self.consumed:
+            self._open(event)
+        elif etype in HEADER_TYPES and not own and event.seq not in self.consumed:
             after = fold_header_event(self.fold.header, event)
             assert after is not None
-            self.changes.append(HeaderChange(event, self.fold.header, after))
+            self.since.changes.append(HeaderChange(event, self.fold.header, after))
         elif etype == "compact/start" and self.one_shots:
-            walked = self._one_shot(event)
-        if walked is not None:
-            self._reset()
-        if etype.startswith("compact/"):
-            self.compaction.append(event)
+            out = (*out, *self._one_shot(event))
+        since = self.since
+        if etype in _COMPACT_TYPES:
+            since.compaction.append(event)
         if event.surface_op is not None:
             if event.surface_op == "append":
-                self.appended.append(event.seq)
+                since.appended.append(event.seq)
             else:
-                self.replaces.append(event)
+                since.replaces.append(event)
         self.fold.apply(event)
-        return walked
+        return out
 
-    def _step(self, event: Event) -> WalkedRequest | None:
-        step = _step_at(self.events, event, self.fold.header)
-        self.consumed.update(step.header_seqs)
+    def finish(self) -> tuple[WalkedRequest, ...]:
+        """The end of the log: the request of a step still open, if it left."""
+        pending = self.pending
+        return _NONE if pending is None else self._close(pending)
+
+    def _open(self, event: Event) -> None:
+        fold = self.fold
+        self.pending = _Pending(event, StepFold(event.seq, fold.header), fold.history(), self.since)
+        self.since = _Since()
+
+    def _close(self, pending: _Pending) -> tuple[WalkedRequest, ...]:
+        self.pending = None
+        if pending.settled:
+            return _NONE
+        step = pending.fold
         if not step.sent:
             # Not sent: its header events still change the header the next
             # request carries, so they count as changes before that one.
-            self.changes.extend(step.changes)
-            return None
+            pending.since.then(step.changes, self.since)
+            self.since = pending.since
+            return _NONE
+        start = pending.start
         if step.header is None:
             raise LogError(
-                f"seq {event.seq}: the request of this step/start has no request header "
+                f"seq {start.seq}: the request of this step/start has no request header "
                 "before its output; the log is not a loop session or was cut before "
                 "its first header",
-                seq=event.seq,
+                seq=start.seq,
             )
-        data = event.data
-        return self._walked(
-            event,
-            kind="loop",
-            turn=data["turn"],
-            step=data["step"],
-            header=step.header,
-            header_seqs=tuple(step.header_seqs),
-            changes=(*self.changes, *step.changes),
-            message=step.message,
-            failed_attempts=step.failed_attempts,
+        data = peek_data(start)
+        since = pending.since
+        return (
+            self._walked(
+                start,
+                since,
+                pending.nodes,
+                kind="loop",
+                turn=data["turn"],
+                step=data["step"],
+                header=step.header,
+                header_seqs=tuple(step.header_seqs),
+                changes=(*since.changes, *step.changes),
+                message=step.message,
+                failed_attempts=step.failed_attempts,
+            ),
         )
 
-    def _one_shot(self, event: Event) -> WalkedRequest | None:
+    def _settle(self, at: Event) -> tuple[WalkedRequest, ...]:
+        """Decide the open step's request now, reading the step ahead from
+        ``at`` (a one-shot call inside it goes out after it)."""
+        pending = self.pending
+        if pending is None or pending.settled:
+            return _NONE
+        ahead = pending.fold.copy()
+        events = self.events
+        for seq in range(at.seq + 1, len(events)):
+            if not ahead.feed(events[seq]) or ahead.closed:
+                break
+        self.consumed.update(ahead.header_seqs)
+        settled = _Pending(pending.start, ahead, pending.nodes, pending.since)
+        pending.settled = True
+        out = self._close(settled)
+        self.pending = pending  # still fed: its end is where it ends
+        return out
+
+    def _one_shot(self, event: Event) -> tuple[WalkedRequest, ...]:
         inputs = compaction_inputs(event.data)
         if inputs is None or not _one_shot_sent(self.events, event):
-            return None
+            return _NONE
+        before = self._settle(event)
         header = self.fold.header
         if header is None:
             raise LogError(
@@ -251,31 +340,35 @@ class _Walker:
                 "request header is logged before it",
                 seq=event.seq,
             )
-        return self._walked(
+        since, self.since = self.since, _Since()
+        walked = self._walked(
             event,
+            since,
+            self.fold.history(),
             kind="compaction",
             turn=event.data.get("turn"),
             step=None,
             header=header,
             header_seqs=(),
-            changes=tuple(self.changes),
+            changes=tuple(since.changes),
             message=None,
             failed_attempts=0,
             one_shot=inputs,
         )
+        return (*before, walked)
 
-    def _walked(self, anchor: Event, **fields: Any) -> WalkedRequest:
+    def _walked(self, anchor: Event, since: _Since, nodes: History, **fields: Any) -> WalkedRequest:
         """The next request, anchored at ``anchor``, with what changed since the last one."""
         self.index += 1
         return WalkedRequest(
             index=self.index,
             boundary_seq=anchor.seq,
             time=anchor.time,
-            compaction=tuple(self.compaction),
-            replaces=tuple(self.replaces),
-            appended=tuple(self.appended),
-            nodes=self.fold.history(),
-            replaced_since=bool(self.replaces),
+            compaction=tuple(since.compaction),
+            replaces=tuple(since.replaces),
+            appended=tuple(since.appended),
+            nodes=nodes,
+            replaced_since=bool(since.replaces),
             session_id=self.session_id,
             **fields,
         )
@@ -283,8 +376,8 @@ class _Walker:
 
 class RequestWalker(_Walker):
     """The walk fed one event at a time, for a log that is still growing (the
-    proxy's live cache audit): :meth:`visit` each new event in seq order, once
-    the step it belongs to has ended (a step's requests look ahead to its end)."""
+    proxy's live cache audit): :meth:`visit` each new event in seq order; a
+    step's request comes back from the event that ends the step."""
 
 
 def walk_requests(
@@ -303,8 +396,9 @@ def walk_requests(
         for event in events:
             seq = event.seq
             walked = walker.visit(event)
-            if walked is not None:
-                yield walked
+            if walked:
+                yield from walked
+        yield from walker.finish()
     except TapelogError:
         raise
     except Exception as exc:  # what reading_seq does, without a context per event

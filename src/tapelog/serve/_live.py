@@ -35,7 +35,15 @@ from typing import Final
 
 from tapelog._errors import CorruptLogError
 from tapelog.audit import CacheReport
-from tapelog.audit._api import BodyDigest, Checkpoint, ReportParts, ResumePoint, resumed_audit
+from tapelog.audit._api import (
+    BodyDigest,
+    Checkpoint,
+    ReportParts,
+    ResumePoint,
+    SegmentRenderer,
+    WirePieces,
+    resumed_audit,
+)
 from tapelog.log import decode
 from tapelog.log._api import Event, Session, encode_trusted, event_from_json
 from tapelog.request import walk_requests
@@ -71,7 +79,7 @@ class LiveSession:
         self._session = loaded.session
         self.warnings = loaded.warnings
         # What each log/digest that arrives must match: the bytes stored before it.
-        self._hasher = hashlib.sha256(data[:good])
+        self._hasher = hashlib.sha256(memoryview(data)[:good])
         self._stored = good
         self._follower = store.follow(session_id, len(loaded.session))
         self._summary: Summary | None = None
@@ -82,8 +90,10 @@ class LiveSession:
         self._resume: ResumePoint | None = None
         self._kept: Checkpoint | None = None
         self._bodies: dict[int, BodyDigest] = {}
+        self._pieces: tuple[int, WirePieces] | None = None
         kept = stored_checkpoint(store, session_id)
-        if kept is not None and kept.covers(data, None):
+        whole = self._hasher.hexdigest() if good == len(data) else None  # hashed once
+        if kept is not None and kept.covers(data, None, sha256=whole):
             self._audit = (len(loaded.session), kept.report())
             self._kept = kept  # its state resumes the audit once the log grows
             self._bodies = dict(kept.bodies)
@@ -178,9 +188,20 @@ class LiveSession:
                 self._resume = None if state is None else (state, kept.rows)
                 # Only the requests the grown log surely shares (its last step may not be sent).
                 self._bodies = {} if state is None else kept.bodies_through(state.requests)
-            report, state = resumed_audit(self.session, self._resume, walked=self.walked())
+            renderer = SegmentRenderer()  # its nodes' wire bytes make the page's bodies too
+            walked = self.walked()
+            report, state = resumed_audit(
+                self.session, self._resume, walked=walked, renderer=renderer
+            )
             self._audit, self._resume = (n, report), (state, report.requests)
+            self._pieces = (n, renderer.wire_pieces)
         return self._audit[1]
+
+    def pieces(self) -> WirePieces | None:
+        """The wire bytes of the nodes the last audit of this length rendered
+        (``None``: the audit came from a checkpoint, or the log grew since)."""
+        kept = self._pieces
+        return kept[1] if kept is not None and kept[0] == len(self.session) else None
 
     def bodies(self) -> dict[int, BodyDigest]:
         """The body digests of requests the checkpoint it was loaded with knew

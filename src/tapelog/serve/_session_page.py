@@ -182,6 +182,7 @@ def session_html(
             window=window,
             links=links,
             bodies=live.bodies(),
+            pieces=live.pieces(),
         ),
     )
     parents = {**parents, live.id: session.info.parent}
