@@ -27,8 +27,8 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.log._builders import HEADER, ticking_clock
 
+from log._builders import HEADER, ticking_clock
 from tapelog import Session
 from tapelog.log import encode
 from tapelog.store import JsonlStore
