@@ -159,25 +159,36 @@ class InstantClient:
             yield chunk
 
 
+class Grower:
+    """The bench's session and agent on ``wire``, grown turn by turn (also by
+    ``memory_where.py``, which snapshots it between sizes)."""
+
+    def __init__(self, wire: str, check: bool) -> None:
+        provider, model = _TARGETS[wire]
+        self.session = Session()
+        self.agent = Agent(
+            self.session,
+            InstantClient(wire),
+            config=LlmCallConfig(provider=provider, model=model, max_tokens=1024),
+            system=SYSTEM,
+            tools=[lookup],
+            check=check,
+            max_steps=STEPS_PER_TURN,
+        )
+        self.turn = 0
+
+    async def grow(self, messages: int) -> Session:
+        """Run turns until the session has ``messages`` history messages."""
+        while len(self.session.surface) < messages:
+            self.turn += 1
+            result = await self.agent.run(fill(WORKLOAD["prompt"], n=self.turn))
+            assert result.reason["kind"] == "completed", result.reason
+        return self.session
+
+
 async def _grow(messages: int, wire: str, check: bool) -> Session:
     """One session, grown turn by turn until it has ``messages`` history messages."""
-    provider, model = _TARGETS[wire]
-    session = Session()
-    agent = Agent(
-        session,
-        InstantClient(wire),
-        config=LlmCallConfig(provider=provider, model=model, max_tokens=1024),
-        system=SYSTEM,
-        tools=[lookup],
-        check=check,
-        max_steps=STEPS_PER_TURN,
-    )
-    turn = 0
-    while len(session.surface) < messages:
-        turn += 1
-        result = await agent.run(fill(WORKLOAD["prompt"], n=turn))
-        assert result.reason["kind"] == "completed", result.reason
-    return session
+    return await Grower(wire, check).grow(messages)
 
 
 def child(messages: int, wire: str, check: bool) -> dict[str, Any]:

@@ -26,12 +26,9 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from _memory_peers import fill
-from bench_loop import _TARGETS, STEPS_PER_TURN, SYSTEM
-from bench_memory import MEMORY_WIRES, WORKLOAD, InstantClient, lookup
+from bench_memory import MEMORY_WIRES, Grower
 
-from tapelog.agent import Agent
-from tapelog.log._api import LlmCallConfig, Session, encode_str
+from tapelog.log._api import encode_str
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -40,23 +37,10 @@ async def _snapshots(
     wire: str, check: bool, sizes: tuple[int, int]
 ) -> list[tuple[tracemalloc.Snapshot, int, int]]:
     """The session grown to each size in turn, with a snapshot at each."""
-    provider, model = _TARGETS[wire]
-    session = Session()
-    agent = Agent(
-        session,
-        InstantClient(wire),
-        config=LlmCallConfig(provider=provider, model=model, max_tokens=1024),
-        system=SYSTEM,
-        tools=[lookup],
-        check=check,
-        max_steps=STEPS_PER_TURN,
-    )
-    turn = 0
+    grower = Grower(wire, check)
     out: list[tuple[tracemalloc.Snapshot, int, int]] = []
     for size in sizes:
-        while len(session.surface) < size:
-            turn += 1
-            await agent.run(fill(WORKLOAD["prompt"], n=turn))
+        session = await grower.grow(size)
         gc.collect()
         out.append((tracemalloc.take_snapshot(), len(session.surface), len(session.events)))
     return out

@@ -196,39 +196,27 @@ def checkpoint_blob(
     Three lines: what it covers with each section's SHA-256, the rows, the
     warnings and the body digests, the state (read only to resume: the largest part)."""
     with paused_gc():  # many small containers made and dropped beside a loaded log
-        return _blob(data, read_as, events, report, warnings, state, bodies)
-
-
-def _blob(
-    data: bytes,
-    read_as: str,
-    events: int,
-    report: CacheReport,
-    warnings: Sequence[str],
-    state: AuditState,
-    bodies: Mapping[int, BodyDigest],
-) -> bytes:
-    # The rows and the state are the audit's own values (log data, ints and
-    # strings): encoded without the validating walk, the same bytes.
-    rows = encode_trusted(
-        {
-            "session": report.session,
-            "warnings": list(warnings),
-            "rows": [_row_json(r) for r in report.requests],
-            "bodies": [[index, size, sha] for index, (size, sha) in bodies.items()],
+        # The rows and the state are the audit's own values (log data, ints and
+        # strings): encoded without the validating walk, the same bytes.
+        rows = encode_trusted(
+            {
+                "session": report.session,
+                "warnings": list(warnings),
+                "rows": [_row_json(r) for r in report.requests],
+                "bodies": [[index, size, sha] for index, (size, sha) in bodies.items()],
+            }
+        )
+        state_line = encode_trusted(state.to_json())
+        head = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "tapelog": __version__,
+            "log": {"bytes": len(data), "sha256": _sha256(data), "read_as": read_as},
+            "events": events,
+            "rows_sha256": _sha256(rows),
+            "state_sha256": _sha256(state_line),
         }
-    )
-    state_line = encode_trusted(state.to_json())
-    head = {
-        "format": _FORMAT,
-        "version": _VERSION,
-        "tapelog": __version__,
-        "log": {"bytes": len(data), "sha256": _sha256(data), "read_as": read_as},
-        "events": events,
-        "rows_sha256": _sha256(rows),
-        "state_sha256": _sha256(state_line),
-    }
-    return b"\n".join((encode(head), rows, state_line)) + b"\n"
+        return b"\n".join((encode(head), rows, state_line)) + b"\n"
 
 
 def parse_checkpoint(blob: bytes) -> Checkpoint | None:
