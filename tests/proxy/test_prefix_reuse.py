@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,14 @@ from tapelog.proxy import Upstream
 from tapelog.proxy._body_prefix import BodyPrefixes
 from tapelog.proxy._translate import SEGMENT_BYTES, Messages, Translator
 
+from ._extending import (
+    Conversation,
+    Step,
+    assert_refused_alike,
+    assert_same_messages,
+    steps_of,
+    translated,
+)
 from ._helpers import assert_rebuilds, in_process, post, sessions_in
 
 MODEL = "deepseek-chat"
@@ -34,14 +41,6 @@ def _translate(translator: Translator, family: str, body: dict[str, Any]) -> Mes
     found = translator.messages(parsed)
     translator.remember(found)
     return found
-
-
-def _same(a: Messages, b: Messages) -> None:
-    assert encode(a.neutral) == encode(b.neutral)
-    assert a.keys == b.keys
-    assert a.origin == b.origin
-    assert a.rules == b.rules
-    assert a.chain == b.chain
 
 
 def _openai_turns(n: int) -> list[dict[str, Any]]:
@@ -64,10 +63,12 @@ def test_an_extension_translates_as_a_fresh_translator_does() -> None:
     longer = [*messages, *_openai_turns(5)[1 + 12 :]]
     second = _translate(warm, "openai", {"model": MODEL, "messages": longer})
     assert second.known == len(first.neutral), "the remembered prefix was reused"
-    _same(second, _translate(Translator(upstream), "openai", {"model": MODEL, "messages": longer}))
+    assert_same_messages(
+        second, _translate(Translator(upstream), "openai", {"model": MODEL, "messages": longer})
+    )
     again = _translate(warm, "openai", {"model": MODEL, "messages": longer})
     assert again.known == len(second.neutral)
-    _same(again, second)
+    assert_same_messages(again, second)
 
 
 def test_an_extension_found_by_its_bytes_translates_as_a_fresh_translator_does() -> None:
@@ -86,7 +87,7 @@ def test_an_extension_found_by_its_bytes_translates_as_a_fresh_translator_does()
         prefixes.remember(raw, decoded, found[-1])
         assert (decoded.extends is None) == (size == 5)
         fresh = Translator(upstream)
-        _same(found[-1], fresh.messages(fresh.parse("openai", decode(raw))))
+        assert_same_messages(found[-1], fresh.messages(fresh.parse("openai", decode(raw))))
         assert found[-1].encoded == encode(messages[1:size])  # after the system message
     assert [m.known for m in found] == [0, *(len(m.neutral) for m in found[:-1])]
 
@@ -115,17 +116,13 @@ _OPENAI_MESSAGE = st.one_of(
         _TEXT,
     ),
 )
-_STEP = st.tuples(
-    st.sampled_from(["extend", "extend", "branch", "field"]),
-    st.lists(_OPENAI_MESSAGE, min_size=1, max_size=3),
-    st.integers(0, 50),
-)
+_STEP = steps_of(_OPENAI_MESSAGE, ["extend", "extend", "branch", "field"])
 
 
 @settings(max_examples=80, deadline=None)
 @given(steps=st.lists(_STEP, min_size=1, max_size=8))
 def test_incremental_translation_equals_a_full_one(
-    steps: list[tuple[str, list[dict[str, Any]], int]],
+    steps: list[Step],
 ) -> None:
     """A run of requests as the proxy sees them (extensions found by their
     bytes, branches back to an earlier point, a leading field that changes so
@@ -133,35 +130,33 @@ def test_incremental_translation_equals_a_full_one(
     translator's full one, and its message bytes are the list's canonical bytes."""
     upstream = Upstream.resolve("deepseek", base_url="http://x")
     warm, prefixes = Translator(upstream), BodyPrefixes()
-    conversation: list[dict[str, Any]] = []
-    temperature = 0
-    for kind, added, cut in steps:
-        if kind == "branch" and conversation:
-            del conversation[cut % len(conversation) :]
-        elif kind == "field":
-            temperature += 1
-        conversation.extend(added)
-        body = {"temperature": temperature, "model": MODEL, "messages": conversation}
+    conversation = Conversation()
+    for step in steps:
+        conversation.take(step)
+        body = {
+            "temperature": conversation.temperature,
+            "model": MODEL,
+            "messages": conversation.items,
+        }
         raw = encode(body)
         fresh = Translator(upstream)
         parsed = fresh.parse("openai", decode(raw))
         decoded = prefixes.decode(raw)
-        try:
-            full = fresh.messages(parsed)
-        except ProxyError as exc:  # refused whole: refused as an extension too
-            refusal = str(exc)
-        else:
-            refusal = None
-        if refusal is not None:
-            with pytest.raises(ProxyError) as refused:
-                warm.messages(warm.parse("openai", decoded.body), extends=decoded.extends)
-            assert str(refused.value) == refusal
-            del conversation[len(conversation) - len(added) :]
+        full = translated(lambda: fresh.messages(parsed))  # noqa: B023 (called at once)
+        if isinstance(full, ProxyError):
+            assert_refused_alike(
+                full,
+                lambda: warm.messages(
+                    warm.parse("openai", decoded.body),  # noqa: B023
+                    extends=decoded.extends,  # noqa: B023
+                ),
+            )
+            conversation.drop(step)
             continue
         found = warm.messages(warm.parse("openai", decoded.body), extends=decoded.extends)
         warm.remember(found)
         prefixes.remember(raw, decoded, found)
-        _same(found, full)
+        assert_same_messages(found, full)
         assert found.encoded == full.encoded == encode(parsed.messages)
         assert found.count == full.count == len(parsed.messages)
 
@@ -215,7 +210,7 @@ def test_messages_equal_as_values_but_not_as_bytes_are_translated_again() -> Non
     found = _translate(warm, "anthropic", {**body, "messages": reordered})
     assert found.known == 0
     fresh = _translate(Translator(upstream), "anthropic", {**body, "messages": reordered})
-    _same(found, fresh)
+    assert_same_messages(found, fresh)
     assert found.neutral[1]["content"][0]["arguments"] == '{"b":2,"a":true}'
     # ``1`` equals ``True`` in Python but is another JSON value.
     numeric = [*_anthropic({"a": 1, "b": 2}), *tail]

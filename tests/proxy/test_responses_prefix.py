@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,16 +24,21 @@ from tapelog.proxy import Upstream
 from tapelog.proxy._body_prefix import FamilyPrefixes
 from tapelog.proxy._translate import Messages, Translator
 
+from ._extending import (
+    Conversation,
+    Step,
+    assert_refused_alike,
+    assert_same_messages,
+    steps_of,
+    translated,
+)
+
 MODEL = "gpt-5"
 _UPSTREAM = Upstream.resolve("openai", base_url="http://x")
 
 
 def _same(a: Messages, b: Messages) -> None:
-    assert encode(a.neutral) == encode(b.neutral)
-    assert a.keys == b.keys
-    assert a.origin == b.origin
-    assert a.rules == b.rules
-    assert a.chain == b.chain
+    assert_same_messages(a, b)
     assert a.encoded == b.encoded
     assert a.count == b.count
 
@@ -130,43 +134,27 @@ _ITEM = st.one_of(
     st.builds(lambda i: {**_call(i), "id": f"fc{i}"}, st.integers(0, 3)),
     st.builds(lambda t: {"type": "message", "role": "developer", "content": t}, _TEXT),
 )
-_STEP = st.tuples(
-    st.sampled_from(["extend", "extend", "extend", "branch", "field"]),
-    st.lists(_ITEM, min_size=1, max_size=3),
-    st.integers(0, 50),
-)
+_STEP = steps_of(_ITEM, ["extend", "extend", "extend", "branch", "field"])
 
 
 @settings(max_examples=120, deadline=None)
 @given(steps=st.lists(_STEP, min_size=1, max_size=8))
 def test_incremental_grouping_and_translation_equal_a_full_one(
-    steps: list[tuple[str, list[dict[str, Any]], int]],
+    steps: list[Step],
 ) -> None:
     """A run of Responses requests as the proxy sees them (extensions found
     by their bytes, branches back to an earlier point, a leading field that
     changes): every grouping and translation equals a fresh full one, and a
     body refused whole is refused as an extension too, with the same words."""
     warm = Warm()
-    items: list[dict[str, Any]] = []
-    temperature = 0
-    for kind, added, cut in steps:
-        if kind == "branch" and items:
-            del items[cut % len(items) :]
-        elif kind == "field":
-            temperature += 1
-        items.extend(added)
-        raw = _body(items, temperature)
-        try:
-            full = _fresh(raw)
-        except ProxyError as exc:  # refused whole: refused as an extension too
-            refusal = str(exc)
-        else:
-            refusal = None
-        if refusal is not None:
-            with pytest.raises(ProxyError) as refused:
-                warm.translate(raw)
-            assert str(refused.value) == refusal
-            del items[len(items) - len(added) :]
+    conversation = Conversation()
+    for step in steps:
+        conversation.take(step)
+        raw = _body(conversation.items, conversation.temperature)
+        full = translated(lambda: _fresh(raw))  # noqa: B023 (called at once)
+        if isinstance(full, ProxyError):
+            assert_refused_alike(full, lambda: warm.translate(raw))  # noqa: B023
+            conversation.drop(step)
             continue
         found, _ = warm.translate(raw)
         _same(found, full)
