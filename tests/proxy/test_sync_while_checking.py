@@ -81,34 +81,55 @@ async def test_the_check_runs_during_the_sync_and_the_send_after_it(
     assert_rebuilds(sessions, emu)
 
 
-async def test_a_refused_body_is_never_sent_and_the_log_stays_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    emu = Emulator()
-    check = RequestChecker.check
-    refuse = {"next": False}
+class _FailsOnce:
+    """Arms a replacement that raises ``error`` on its next call only."""
 
-    def refusing(self: RequestChecker, request: Any, body: Any) -> None:
-        if refuse["next"]:
-            refuse["next"] = False
-            raise ReconstructionError("the body does not rebuild (test)")
-        check(self, request, body)
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.armed = False
 
-    monkeypatch.setattr(RequestChecker, "check", refusing)
+    def __call__(self, *args: Any, real: Any) -> Any:
+        if self.armed:
+            self.armed = False
+            raise self.error
+        return real(*args)
+
+
+async def _failed_then_retried(
+    tmp_path: Path, emu: Emulator, fails: _FailsOnce, words: str, why: str
+) -> Any:
+    """A conversation's second request fails (``fails`` armed) with a 500 saying
+    ``words`` and sends nothing; the same request, retried, is answered. The
+    session, verified as it loads."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "one"}]
     async with in_process(tmp_path, emulator=emu) as (proxy, _, http):
         await _first(http, messages)
         await proxy.sessions.settled()
-        refuse["next"] = True
-        refused = await post(http, _PATH, _body(messages))
-        assert refused.status_code == 500
-        assert "does not rebuild" in refused.text
-        assert len(emu.received) == 1, "a refused body is never sent"
+        fails.armed = True
+        failed = await post(http, _PATH, _body(messages))
+        assert failed.status_code == 500
+        assert words in failed.text
+        assert len(emu.received) == 1, why
         await proxy.sessions.settled()
         again = await post(http, _PATH, _body(messages))  # the same request, retried
         assert again.status_code == 200, again.text
         await proxy.sessions.settled()
     (session,) = sessions_in(tmp_path).values()  # verified: a whole log
+    return session
+
+
+async def test_a_refused_body_is_never_sent_and_the_log_stays_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emu = Emulator()
+    check = RequestChecker.check
+    fails = _FailsOnce(ReconstructionError("the body does not rebuild (test)"))
+    monkeypatch.setattr(
+        RequestChecker, "check", lambda self, request, body: fails(self, request, body, real=check)
+    )
+    session = await _failed_then_retried(
+        tmp_path, emu, fails, "does not rebuild", "a refused body is never sent"
+    )
     ends = [e for e in session.events if e.type == "step/end"]
     assert [e.data.get("sent", True) for e in ends] == [True, False, True]
     assert_rebuilds({session.id: session}, emu)
@@ -117,28 +138,14 @@ async def test_a_refused_body_is_never_sent_and_the_log_stays_whole(
 async def test_a_failed_sync_sends_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     emu = Emulator()
     fsync = os.fsync
-    fail = {"next": False}
-
-    def failing(fd: int) -> None:
-        if fail["next"]:
-            fail["next"] = False
-            raise OSError(5, "Input/output error")
-        fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", failing)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "one"}]
-    async with in_process(tmp_path, emulator=emu) as (proxy, _, http):
-        await _first(http, messages)
-        await proxy.sessions.settled()
-        fail["next"] = True
-        failed = await post(http, _PATH, _body(messages))
-        assert failed.status_code == 500
-        assert "could not log the request" in failed.text
-        assert len(emu.received) == 1, "nothing is sent before its events are durable"
-        await proxy.sessions.settled()
-        again = await post(http, _PATH, _body(messages))
-        assert again.status_code == 200, again.text
-        await proxy.sessions.settled()
-    (session,) = sessions_in(tmp_path).values()
+    fails = _FailsOnce(OSError(5, "Input/output error"))
+    monkeypatch.setattr(os, "fsync", lambda fd: fails(fd, real=fsync))
+    session = await _failed_then_retried(
+        tmp_path,
+        emu,
+        fails,
+        "could not log the request",
+        "nothing is sent before its events are durable",
+    )
     assert _types(session).count("turn/end") == 3
     assert_rebuilds({session.id: session}, emu)
