@@ -139,9 +139,12 @@ def test_runs_of_chunks_walk_as_every_event(
     assert [w.request() for w in runs] == [w.request() for w in visited]
 
 
-@given(_turns)
-def test_the_runs_are_the_events_that_are_not_made(turns: list[list[dict[str, Any]]]) -> None:
-    session = _build(turns)
+@given(_turns, st.sampled_from([None, 1, 200]))
+def test_the_runs_are_the_events_that_are_not_made(
+    turns: list[list[dict[str, Any]]], seal: int | None
+) -> None:
+    with _sealing(seal):
+        session = _build(turns)
     made = []
     for item in iter_event_runs(session.events.items):
         if isinstance(item, list):

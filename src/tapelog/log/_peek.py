@@ -20,6 +20,7 @@ the record's type and kind bytes, and every other event as
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
@@ -76,9 +77,18 @@ def iter_event_runs(items: list[Event | bytes | RecordBlock]) -> Iterator[Event 
     types, kinds, chunk, looked_into = RECORD_TYPES, _KIND_LIST, _CHUNK_CODE, _LOOKED_INTO
     others = _RUN_CODES
     run: list[bytes] = []
+    block, seqs, ends, joined, i = None, [0], [0], b"", 0
     for seq, item in enumerate(items):
         if type(item) is RecordBlock:
-            item = item.record(seq)
+            # A block's records are read in seq order: each one after the last.
+            if item is not block or i == len(seqs) or seqs[i] != seq:
+                block = item
+                seqs, ends, joined = item.decoded()
+                i = bisect_left(seqs, seq)
+                if i == len(seqs) or seqs[i] != seq:
+                    raise KeyError(seq)  # as RecordBlock.record: not in the block
+            item = joined[ends[i - 1] if i else 0 : ends[i]]
+            i += 1
         if type(item) is bytes:
             code = item[0] & 0x7F
             if code == chunk:
