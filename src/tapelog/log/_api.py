@@ -37,7 +37,7 @@ from tapelog.log._header import (
     system_lines,
 )
 from tapelog.log._pairing import OpenCall, ToolLedger, unanswered_tool_calls
-from tapelog.log._peek import peek_data
+from tapelog.log._peek import iter_event_runs, peek_data
 from tapelog.log._projection import derive_event_message
 from tapelog.log._recorder import HeaderRecorder
 from tapelog.log._redact import REDACTED, has_secrets, scoped_secrets, secret_prefix_length
@@ -85,6 +85,7 @@ __all__ = [
     "has_secrets",
     "header_from_json",
     "item_from_line",
+    "iter_event_runs",
     "looks_like_secret",
     "names_a_secret",
     "new_session_id",

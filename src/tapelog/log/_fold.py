@@ -155,6 +155,15 @@ class LogFold:
             header = fold_header_event(header, event)
         self.apply_folded(event, header)
 
+    def apply_records(self, records: list[bytes]) -> None:
+        """Fold a run of packed events' records at the next seqs, of events that
+        change neither surface nor header (streamed chunks: the request walk's
+        runs, see :func:`tapelog.log._peek.iter_event_runs`)."""
+        if self._shared:
+            self._folded += len(records)
+        else:
+            self._events += records
+
     def apply_folded(self, event: Event, header: EpochHeader | None) -> None:
         """Fold one event whose header fold the caller computed already
         (``Session`` does while validating it)."""

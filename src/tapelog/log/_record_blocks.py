@@ -76,11 +76,17 @@ class RecordBlock:
 
     def record(self, seq: int) -> bytes:
         """The record of the event at ``seq`` (``KeyError`` if not in this block)."""
-        seqs, ends, joined = self._decoded or self._decode()
+        seqs, ends, joined = self.decoded()
         i = bisect_left(seqs, seq)
         if i == len(seqs) or seqs[i] != seq:
             raise KeyError(seq)
         return joined[ends[i - 1] if i else 0 : ends[i]]
+
+    def decoded(self) -> tuple[list[int], list[int], bytes]:
+        """The seqs of the records, the end of each in the joined bytes, and the
+        joined bytes (a reader of every record in order: see
+        :func:`tapelog.log._peek.iter_event_runs`)."""
+        return self._decoded or self._decode()
 
     def _decode(self) -> tuple[list[int], list[int], bytes]:
         seqs = list(accumulate(self._steps, initial=self._first))[: len(self._lengths)]

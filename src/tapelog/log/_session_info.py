@@ -91,6 +91,13 @@ class SessionEvents(Sequence[Event]):
     def __iter__(self) -> Iterator[Event]:
         return iter_events(self._items)
 
+    @property
+    def items(self) -> list[Event | bytes | RecordBlock]:
+        """What the view reads: each event, or a packed event's record or the
+        :class:`RecordBlock` sealing it (a reader of every event, see
+        :func:`tapelog.log._peek.iter_event_runs`; do not modify)."""
+        return self._items
+
     def types(self, start: int = 0) -> Iterator[str]:
         """The type of each event from seq ``start`` on, without making the
         event of a packed one (a reader looking for a few types among many)."""

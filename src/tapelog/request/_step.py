@@ -134,6 +134,12 @@ class StepFold:
             self.closed = True
         return True
 
+    @property
+    def in_header(self) -> bool:
+        """Whether the step's events so far are header events alone (a header
+        event fed now is the step's own)."""
+        return self._in_header and not self.closed
+
     def copy(self) -> StepFold:
         """An independent copy (fed on while the original stays as it was)."""
         other = StepFold(

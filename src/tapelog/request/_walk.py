@@ -18,7 +18,10 @@ the log with :func:`walk_requests`. It folds the events with the log's own fold
   ``"sent": false``. Its inputs are the fold at that event plus the region,
   instruction and ``max_tokens`` it logs.
 
-The cost is proportional to the log: each event is visited once. A step's
+The cost is proportional to the log: each event is visited once, a run of
+streamed chunks (other than errors), ``turn/end`` and ``tool/call`` events as
+one list of their records, no event made for them
+(:func:`tapelog.log._api.iter_event_runs`). A step's
 request is made when the step ends (its ``step/end``, the next ``step/start``
 or ``turn/start``, or the end of the log), with the history and header taken
 at its ``step/start``; a ``step/start``'s payload is read (not frozen) once,
@@ -27,7 +30,7 @@ when its request is made, and a ``step/end``'s for ``sent`` alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -41,6 +44,7 @@ from tapelog.log._api import (
     Session,
     SessionEvents,
     fold_header_event,
+    iter_event_runs,
     peek_data,
 )
 from tapelog.request._request import (
@@ -204,6 +208,7 @@ class _Pending:
 
 
 _NONE: tuple[WalkedRequest, ...] = ()
+_NO_DATA: Final[Mapping[str, Any]] = {}
 _COMPACT_TYPES: Final = frozenset({"compact/start", "compact/summary", "compact/end"})
 
 
@@ -262,6 +267,22 @@ class _Walker:
                 since.replaces.append(event)
         self.fold.apply(event)
         return out
+
+    def run(self, records: list[bytes], type_at: Callable[[int], str]) -> None:
+        """:meth:`visit` a run of events given as their records
+        (:func:`tapelog.log._api.iter_event_runs`): chunks other than errors,
+        ``turn/end``, ``tool/call`` ... Nothing of the walk changes for them,
+        but an open step still reading its header events learns where they end
+        (its first chunk, as a rule): the run's types (``type_at(seq)``, all
+        it reads of them) are fed to it one by one until then."""
+        pending = self.pending
+        if pending is not None and pending.fold.in_header:
+            step, first = pending.fold, self.fold.folded
+            for seq in range(first, first + len(records)):
+                step.feed_data(type_at(seq), _NO_DATA)
+                if not step.in_header:
+                    break
+        self.fold.apply_records(records)
 
     def finish(self) -> tuple[WalkedRequest, ...]:
         """The end of the log: the request of a step still open, if it left."""
@@ -393,7 +414,18 @@ def walk_requests(
     walker = _Walker(events, session_id, one_shots)
     seq = -1
     try:
-        for event in events:
+        # A session's view hands over runs of events the walk reads the type
+        # of alone as records (most of a long log: no event made for them);
+        # any other view, each of its events.
+        if type(events) is SessionEvents:
+            runs, type_at = iter_event_runs(events.items), events.type_at
+        else:
+            runs, type_at = iter(events), lambda seq: events[seq].type
+        for event in runs:
+            if isinstance(event, list):
+                walker.run(event, type_at)
+                seq += len(event)
+                continue
             seq = event.seq
             walked = walker.visit(event)
             if walked:
